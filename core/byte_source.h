@@ -1,0 +1,58 @@
+// ByteSource: the one narrow interface every reader of safetensors bytes uses.
+//
+// A source is an immutable run of bytes (a local file, a remote object, a
+// file inside an stfs mount). Implementations must be safe for concurrent use:
+// many threads call ReadAt at once without external locking. A source never
+// mmaps a local file: a file truncated under a mapping kills the process with
+// SIGBUS, whereas pread returns a short count we can turn into an error.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <ctime>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "core/status.h"
+
+namespace stfs {
+
+class ByteSource {
+ public:
+  ByteSource() = default;
+  ByteSource(const ByteSource&) = delete;
+  ByteSource& operator=(const ByteSource&) = delete;
+  virtual ~ByteSource() = default;
+
+  // Reads up to `length` bytes at `offset` into `dst`; returns how many were
+  // read. Fewer than `length` only when the range crosses Size(); 0 at or past
+  // the end. Safe for concurrent use.
+  virtual StatusOr<size_t> ReadAt(uint64_t offset, size_t length, char* dst) const = 0;
+
+  // Total size in bytes, fixed for the life of the source.
+  virtual uint64_t Size() const = 0;
+
+  // Names the source in messages: a path or a URL with credentials removed.
+  virtual const std::string& Describe() const = 0;
+
+  // Modification time of the source (file mtime, HTTP Last-Modified), or 0.
+  virtual timespec ModificationTime() const { return timespec{0, 0}; }
+
+  // A file descriptor whose bytes at the same offsets are this source's, for
+  // callers that can hand an fd to the kernel (splice); -1 when there is none.
+  virtual int FileDescriptor() const { return -1; }
+
+  // Statistics as one JSON object and a newline (cache hits, bytes fetched),
+  // or an empty string when the source keeps none.
+  virtual std::string StatsJson() const { return std::string(); }
+};
+
+// Reads exactly `length` bytes at `offset`, failing with Corruption/IOError
+// naming the source when fewer are available.
+Status ReadExactly(const ByteSource& source, uint64_t offset, size_t length, char* dst);
+
+// Opens a local file for positional reads (pread, never mmap).
+StatusOr<std::unique_ptr<ByteSource>> OpenLocalFile(const std::string& path);
+
+}  // namespace stfs
