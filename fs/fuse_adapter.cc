@@ -1,0 +1,507 @@
+// The one file that knows FUSE: low-level handlers that turn requests into
+// Filesystem calls and Status into errno.
+//
+// Every handler is a C boundary: exceptions are caught there and become EIO,
+// never a crash. Content is immutable, so entries and attributes are cached
+// by the kernel for a long time and files are opened with keep_cache, which
+// also keeps mmap working (no direct_io) — except __stats__, which changes
+// and is served with direct_io and zero timeouts.
+//
+// Locking: the Filesystem is immutable after construction; the only shared
+// mutable state here is ReadyState (its own mutex) and per-thread buffers.
+#define FUSE_USE_VERSION 312
+#include "fs/fuse_adapter.h"
+
+#include <fcntl.h>
+#include <fuse3/fuse_lowlevel.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <condition_variable>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+namespace stfs {
+
+int ErrnoFromStatus(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kOk: return 0;
+    case StatusCode::kNotFound: return ENOENT;
+    case StatusCode::kInvalidArgument: return EINVAL;
+    case StatusCode::kStale: return ESTALE;
+    case StatusCode::kResourceExhausted: return ENOMEM;
+    case StatusCode::kOutOfRange: return EINVAL;
+    case StatusCode::kNotSupported: return ENOTSUP;
+    case StatusCode::kIOError:
+      return status.sys_errno() != 0 ? status.sys_errno() : EIO;
+    case StatusCode::kCorruption:
+    case StatusCode::kUnavailable:
+    case StatusCode::kInternal:
+      return EIO;
+  }
+  return EIO;
+}
+
+namespace {
+
+constexpr double kImmutableTimeout = 365.0 * 24 * 3600;
+
+struct ReadyState {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool initialized = false;
+  bool loop_done = false;
+};
+
+struct Context {
+  const Filesystem* fs;
+  const ServeOptions* options;
+  ReadyState ready;
+  uid_t uid = ::getuid();
+  gid_t gid = ::getgid();
+};
+
+Context& Ctx(fuse_req_t req) { return *static_cast<Context*>(fuse_req_userdata(req)); }
+
+struct stat ToStat(const Context& ctx, const NodeAttr& attr) {
+  struct stat st;
+  std::memset(&st, 0, sizeof st);
+  st.st_ino = attr.ino;
+  st.st_mode = attr.mode;
+  st.st_nlink = attr.nlink;
+  st.st_size = static_cast<off_t>(attr.size);
+  st.st_uid = ctx.uid;
+  st.st_gid = ctx.gid;
+  st.st_blksize = 1 << 20;
+  st.st_blocks = static_cast<blkcnt_t>((attr.size + 511) / 512);
+  st.st_atim = st.st_mtim = st.st_ctim = attr.mtime;
+  return st;
+}
+
+double TimeoutFor(const NodeAttr& attr) { return attr.is_volatile ? 0.0 : kImmutableTimeout; }
+
+fuse_entry_param ToEntry(const Context& ctx, const NodeAttr& attr) {
+  fuse_entry_param e;
+  std::memset(&e, 0, sizeof e);
+  e.ino = attr.ino;
+  e.generation = 1;
+  e.attr = ToStat(ctx, attr);
+  e.attr_timeout = TimeoutFor(attr);
+  e.entry_timeout = kImmutableTimeout;
+  return e;
+}
+
+// Runs `body`, turning any escaping exception into an EIO reply. `body`
+// must not have replied when it throws.
+template <typename Body>
+void Guarded(fuse_req_t req, Body&& body) {
+  try {
+    body();
+  } catch (...) {
+    fuse_reply_err(req, EIO);
+  }
+}
+
+void ReplyStatus(fuse_req_t req, const Status& status) { fuse_reply_err(req, ErrnoFromStatus(status)); }
+
+void OnInit(void* userdata, fuse_conn_info* conn) {
+  auto* ctx = static_cast<Context*>(userdata);
+  // 1 MiB reads: the most libfuse 3.14's buffer allows.
+  conn->max_write = 1 << 20;
+  conn->max_readahead = 1 << 20;
+  if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
+  if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
+  if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+  if (ctx->options->read_reply == ReadReply::kFd && (conn->capable & FUSE_CAP_SPLICE_WRITE)) {
+    conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;
+  } else {
+    conn->want &= ~(FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
+  }
+  std::lock_guard<std::mutex> lock(ctx->ready.mu);
+  ctx->ready.initialized = true;
+  ctx->ready.cv.notify_all();
+}
+
+void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  Guarded(req, [&] {
+    Context& ctx = Ctx(req);
+    StatusOr<NodeAttr> attr = ctx.fs->Lookup(parent, name);
+    if (attr.ok()) {
+      fuse_entry_param e = ToEntry(ctx, *attr);
+      fuse_reply_entry(req, &e);
+    } else if (attr.status().code() == StatusCode::kNotFound) {
+      // The tree never changes: let the kernel cache the miss too.
+      fuse_entry_param e;
+      std::memset(&e, 0, sizeof e);
+      e.ino = 0;
+      e.entry_timeout = kImmutableTimeout;
+      fuse_reply_entry(req, &e);
+    } else {
+      ReplyStatus(req, attr.status());
+    }
+  });
+}
+
+void OnGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  Guarded(req, [&] {
+    Context& ctx = Ctx(req);
+    StatusOr<NodeAttr> attr = ctx.fs->GetAttr(ino);
+    if (!attr.ok()) return ReplyStatus(req, attr.status());
+    struct stat st = ToStat(ctx, *attr);
+    fuse_reply_attr(req, &st, TimeoutFor(*attr));
+  });
+}
+
+void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  Guarded(req, [&] {
+    if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) return (void)fuse_reply_err(req, EROFS);
+    Context& ctx = Ctx(req);
+    Status status = ctx.fs->OpenFile(ino);
+    if (!status.ok()) {
+      return (void)fuse_reply_err(req, status.code() == StatusCode::kInvalidArgument ? EISDIR : ErrnoFromStatus(status));
+    }
+    StatusOr<NodeAttr> attr = ctx.fs->GetAttr(ino);
+    if (!attr.ok()) return ReplyStatus(req, attr.status());
+    if (attr->is_volatile) {
+      fi->direct_io = 1;
+    } else {
+      fi->keep_cache = 1;
+    }
+    fuse_reply_open(req, fi);
+  });
+}
+
+// Per-thread reply buffer for pread replies: grows to the largest read and
+// is reused, so steady-state reads allocate nothing.
+std::vector<char>& ThreadBuffer(size_t size) {
+  thread_local std::vector<char> buffer;
+  if (buffer.size() < size) buffer.resize(size);
+  return buffer;
+}
+
+void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
+  Guarded(req, [&] {
+    Context& ctx = Ctx(req);
+    if (off < 0) return (void)fuse_reply_err(req, EINVAL);
+    if (ctx.options->read_reply == ReadReply::kFd) {
+      StatusOr<SourceWindow> window = ctx.fs->DataWindow(ino, static_cast<uint64_t>(off), size);
+      if (window.ok() && window->fd >= 0) {
+        if (window->length == 0) return (void)fuse_reply_buf(req, nullptr, 0);
+        fuse_bufvec buf = FUSE_BUFVEC_INIT(window->length);
+        buf.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
+        buf.buf[0].fd = window->fd;
+        buf.buf[0].pos = static_cast<off_t>(window->offset);
+        ctx.fs->CountRead(window->length);
+        fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+        return;
+      }
+      // Not a data file, or a source without an fd: fall through to pread.
+    }
+    std::vector<char>& buffer = ThreadBuffer(size);
+    StatusOr<size_t> n = ctx.fs->Read(ino, static_cast<uint64_t>(off), size, buffer.data());
+    if (!n.ok()) {
+      std::fprintf(stderr, "stfs: read of inode %llu at %lld failed: %s\n", static_cast<unsigned long long>(ino),
+                   static_cast<long long>(off), n.status().message().c_str());
+      return ReplyStatus(req, n.status());
+    }
+    fuse_reply_buf(req, buffer.data(), *n);
+  });
+}
+
+// An open directory: its entries, listed once at opendir.
+struct DirHandle {
+  std::vector<DirEntry> entries;
+  NodeAttr self;
+  NodeAttr parent;
+};
+
+void OnOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  Guarded(req, [&] {
+    Context& ctx = Ctx(req);
+    auto handle = std::make_unique<DirHandle>();
+    StatusOr<std::vector<DirEntry>> entries = ctx.fs->ReadDir(ino);
+    if (!entries.ok()) {
+      return (void)fuse_reply_err(req, entries.status().code() == StatusCode::kInvalidArgument
+                                           ? ENOTDIR : ErrnoFromStatus(entries.status()));
+    }
+    handle->entries = std::move(*entries);
+    StatusOr<NodeAttr> self = ctx.fs->GetAttr(ino);
+    StatusOr<InodeId> parent_ino = ctx.fs->Parent(ino);
+    if (!self.ok() || !parent_ino.ok()) return (void)fuse_reply_err(req, EIO);
+    StatusOr<NodeAttr> parent = ctx.fs->GetAttr(*parent_ino);
+    if (!parent.ok()) return (void)fuse_reply_err(req, EIO);
+    handle->self = *self;
+    handle->parent = *parent;
+    fi->fh = reinterpret_cast<uint64_t>(handle.get());
+    fi->cache_readdir = 1;
+    fi->keep_cache = 1;
+    if (fuse_reply_open(req, fi) == 0) handle.release();
+  });
+}
+
+void ReadDirCommon(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi, bool plus) {
+  Guarded(req, [&] {
+    Context& ctx = Ctx(req);
+    auto* handle = reinterpret_cast<DirHandle*>(fi->fh);
+    std::vector<char> buf(size);
+    size_t used = 0;
+    const size_t total = handle->entries.size() + 2;
+    for (size_t index = static_cast<size_t>(off); index < total; ++index) {
+      const char* name;
+      const NodeAttr* attr;
+      if (index == 0) { name = "."; attr = &handle->self; }
+      else if (index == 1) { name = ".."; attr = &handle->parent; }
+      else { name = handle->entries[index - 2].name.c_str(); attr = &handle->entries[index - 2].attr; }
+      size_t room = size - used;
+      size_t need;
+      if (plus) {
+        fuse_entry_param e = ToEntry(ctx, *attr);
+        // "." and ".." must not be looked up (no lookup count); ino 0 says so.
+        if (index < 2) { std::memset(&e, 0, sizeof e); e.attr = ToStat(ctx, *attr); }
+        need = fuse_add_direntry_plus(req, buf.data() + used, room, name, &e, static_cast<off_t>(index + 1));
+      } else {
+        struct stat st = ToStat(ctx, *attr);
+        need = fuse_add_direntry(req, buf.data() + used, room, name, &st, static_cast<off_t>(index + 1));
+      }
+      if (need > room) break;
+      used += need;
+    }
+    fuse_reply_buf(req, buf.data(), used);
+  });
+}
+
+void OnReaddir(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
+  ReadDirCommon(req, size, off, fi, false);
+}
+
+void OnReaddirplus(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
+  ReadDirCommon(req, size, off, fi, true);
+}
+
+void OnReleasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  delete reinterpret_cast<DirHandle*>(fi->fh);
+  fuse_reply_err(req, 0);
+}
+
+void OnStatfs(fuse_req_t req, fuse_ino_t) {
+  Guarded(req, [&] {
+    Context& ctx = Ctx(req);
+    struct statvfs st;
+    std::memset(&st, 0, sizeof st);
+    st.f_bsize = 4096;
+    st.f_frsize = 4096;
+    st.f_blocks = (ctx.fs->source().Size() + 4095) / 4096;
+    st.f_files = ctx.fs->inode_count();
+    st.f_namemax = 255;
+    st.f_flag = ST_RDONLY;
+    fuse_reply_statfs(req, &st);
+  });
+}
+
+void OnAccess(fuse_req_t req, fuse_ino_t ino, int mask) {
+  Guarded(req, [&] {
+    if (mask & W_OK) return (void)fuse_reply_err(req, EROFS);
+    StatusOr<NodeAttr> attr = Ctx(req).fs->GetAttr(ino);
+    if (!attr.ok()) return ReplyStatus(req, attr.status());
+    if ((mask & X_OK) && !attr->is_directory) return (void)fuse_reply_err(req, EACCES);
+    fuse_reply_err(req, 0);
+  });
+}
+
+void OnGetxattr(fuse_req_t req, fuse_ino_t, const char*, size_t) { fuse_reply_err(req, ENODATA); }
+
+void OnListxattr(fuse_req_t req, fuse_ino_t, size_t size) {
+  if (size == 0) fuse_reply_xattr(req, 0);
+  else fuse_reply_buf(req, nullptr, 0);
+}
+
+// Every operation that would change the tree.
+void ReadOnly(fuse_req_t req) { fuse_reply_err(req, EROFS); }
+void OnSetattr(fuse_req_t req, fuse_ino_t, struct stat*, int, fuse_file_info*) { ReadOnly(req); }
+void OnMknod(fuse_req_t req, fuse_ino_t, const char*, mode_t, dev_t) { ReadOnly(req); }
+void OnMkdir(fuse_req_t req, fuse_ino_t, const char*, mode_t) { ReadOnly(req); }
+void OnUnlink(fuse_req_t req, fuse_ino_t, const char*) { ReadOnly(req); }
+void OnRmdir(fuse_req_t req, fuse_ino_t, const char*) { ReadOnly(req); }
+void OnSymlink(fuse_req_t req, const char*, fuse_ino_t, const char*) { ReadOnly(req); }
+void OnRename(fuse_req_t req, fuse_ino_t, const char*, fuse_ino_t, const char*, unsigned) { ReadOnly(req); }
+void OnLink(fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { ReadOnly(req); }
+void OnWrite(fuse_req_t req, fuse_ino_t, const char*, size_t, off_t, fuse_file_info*) { ReadOnly(req); }
+void OnCreate(fuse_req_t req, fuse_ino_t, const char*, mode_t, fuse_file_info*) { ReadOnly(req); }
+void OnSetxattr(fuse_req_t req, fuse_ino_t, const char*, const char*, size_t, int) { ReadOnly(req); }
+void OnRemovexattr(fuse_req_t req, fuse_ino_t, const char*) { ReadOnly(req); }
+void OnFallocate(fuse_req_t req, fuse_ino_t, int, off_t, off_t, fuse_file_info*) { ReadOnly(req); }
+
+fuse_lowlevel_ops MakeOps() {
+  fuse_lowlevel_ops ops;
+  std::memset(&ops, 0, sizeof ops);
+  ops.init = OnInit;
+  ops.lookup = OnLookup;
+  ops.getattr = OnGetattr;
+  ops.open = OnOpen;
+  ops.read = OnRead;
+  ops.opendir = OnOpendir;
+  ops.readdir = OnReaddir;
+  ops.readdirplus = OnReaddirplus;
+  ops.releasedir = OnReleasedir;
+  ops.statfs = OnStatfs;
+  ops.access = OnAccess;
+  ops.getxattr = OnGetxattr;
+  ops.listxattr = OnListxattr;
+  ops.setattr = OnSetattr;
+  ops.mknod = OnMknod;
+  ops.mkdir = OnMkdir;
+  ops.unlink = OnUnlink;
+  ops.rmdir = OnRmdir;
+  ops.symlink = OnSymlink;
+  ops.rename = OnRename;
+  ops.link = OnLink;
+  ops.write = OnWrite;
+  ops.create = OnCreate;
+  ops.setxattr = OnSetxattr;
+  ops.removexattr = OnRemovexattr;
+  ops.fallocate = OnFallocate;
+  return ops;
+}
+
+// Decodes the octal escapes (\040 for space) /proc/self/mountinfo uses.
+std::string UnescapeMountinfo(const std::string& field) {
+  std::string out;
+  for (size_t i = 0; i < field.size(); ++i) {
+    if (field[i] == '\\' && i + 3 < field.size()) {
+      int v = 0;
+      bool ok = true;
+      for (int k = 1; k <= 3; ++k) {
+        char c = field[i + k];
+        if (c < '0' || c > '7') { ok = false; break; }
+        v = v * 8 + (c - '0');
+      }
+      if (ok) { out += static_cast<char>(v); i += 3; continue; }
+    }
+    out += field[i];
+  }
+  return out;
+}
+
+// Raises the mount's kernel read-ahead (as gcsfuse does): FUSE's bdi starts
+// at 128 KiB, which caps sequential reads at 128 KiB requests.
+void RaiseReadahead(const std::string& mountpoint, unsigned readahead_kb, bool debug) {
+  if (readahead_kb == 0) return;
+  std::ifstream mountinfo("/proc/self/mountinfo");
+  std::string line;
+  std::string device;
+  while (std::getline(mountinfo, line)) {
+    std::istringstream fields(line);
+    std::string id, parent, majmin, root, mnt;
+    fields >> id >> parent >> majmin >> root >> mnt;
+    if (UnescapeMountinfo(mnt) == mountpoint) device = majmin;  // the last match is the top mount
+  }
+  if (device.empty()) return;
+  std::ofstream ra("/sys/class/bdi/" + device + "/read_ahead_kb");
+  ra << readahead_kb;
+  ra.close();
+  if (debug) {
+    std::fprintf(stderr, "stfs: read_ahead_kb=%u for bdi %s: %s\n", readahead_kb, device.c_str(),
+                 ra ? "set" : "not set (needs root)");
+  }
+}
+
+std::string JoinOptions(const std::vector<std::string>& options) {
+  std::string out;
+  for (const std::string& o : options) {
+    if (o.empty()) continue;
+    if (!out.empty()) out += ',';
+    out += o;
+  }
+  return out;
+}
+
+}  // namespace
+
+Status ServeFilesystem(const Filesystem& fs, const ServeOptions& options,
+                       const std::function<void(const Status&)>& on_ready) {
+  Context ctx;
+  ctx.fs = &fs;
+  ctx.options = &options;
+
+  std::vector<std::string> arg_strings = {"stfs"};
+  if (options.debug) arg_strings.push_back("-d");
+  std::vector<std::string> fuse_options = {"ro", "default_permissions", "fsname=stfs", "subtype=stfs"};
+  fuse_options.insert(fuse_options.end(), options.fuse_options.begin(), options.fuse_options.end());
+  arg_strings.push_back("-o");
+  arg_strings.push_back(JoinOptions(fuse_options));
+  std::vector<char*> argv;
+  for (std::string& s : arg_strings) argv.push_back(s.data());
+  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+
+  const fuse_lowlevel_ops ops = MakeOps();
+  fuse_session* se = fuse_session_new(&args, &ops, sizeof ops, &ctx);
+  if (se == nullptr) {
+    Status s = Status::InvalidArgument("could not start a FUSE session (bad -o option? see above)");
+    on_ready(s);
+    return s;
+  }
+  if (fuse_set_signal_handlers(se) != 0) {
+    fuse_session_destroy(se);
+    Status s = Status::Internal("could not install signal handlers");
+    on_ready(s);
+    return s;
+  }
+  if (fuse_session_mount(se, options.mountpoint.c_str()) != 0) {
+    fuse_remove_signal_handlers(se);
+    fuse_session_destroy(se);
+    Status s = Status::IOError(options.mountpoint + ": mount failed (is /dev/fuse usable and the directory free?)");
+    on_ready(s);
+    return s;
+  }
+
+  // Readiness: wait for the kernel's INIT, then stat the mount point through
+  // the mount itself, so "ready" means the mount answers.
+  std::thread watcher([&] {
+    {
+      std::unique_lock<std::mutex> lock(ctx.ready.mu);
+      ctx.ready.cv.wait(lock, [&] { return ctx.ready.initialized || ctx.ready.loop_done; });
+      if (!ctx.ready.initialized) return;
+    }
+    struct stat st;
+    if (::stat(options.mountpoint.c_str(), &st) != 0 || st.st_ino != kRootInode) {
+      on_ready(StatusFromErrno(errno ? errno : EIO, options.mountpoint + ": mount does not answer"));
+      return;
+    }
+    RaiseReadahead(options.mountpoint, options.readahead_kb, options.debug);
+    on_ready(Status::OK());
+  });
+
+  int rc;
+  if (options.single_threaded) {
+    rc = fuse_session_loop(se);
+  } else {
+    fuse_loop_config* config = fuse_loop_cfg_create();
+    fuse_loop_cfg_set_max_threads(config, options.max_threads);
+    fuse_loop_cfg_set_clone_fd(config, 0);
+    rc = fuse_session_loop_mt(se, config);
+    fuse_loop_cfg_destroy(config);
+  }
+  {
+    std::lock_guard<std::mutex> lock(ctx.ready.mu);
+    ctx.ready.loop_done = true;
+    ctx.ready.cv.notify_all();
+  }
+  watcher.join();
+  fuse_session_unmount(se);
+  fuse_remove_signal_handlers(se);
+  fuse_session_destroy(se);
+  fuse_opt_free_args(&args);
+  if (rc != 0 && rc != SIGINT && rc != SIGTERM && rc != SIGHUP) {
+    return Status::IOError("FUSE session ended with error " + std::to_string(rc));
+  }
+  return Status::OK();
+}
+
+}  // namespace stfs

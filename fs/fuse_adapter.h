@@ -1,0 +1,43 @@
+// The FUSE adapter's interface: serve a Filesystem at a mount point.
+//
+// This header is FUSE-free so main.cc and tests need no libfuse headers;
+// fuse_adapter.cc alone includes them.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "fs/filesystem.h"
+
+namespace stfs {
+
+// How `data` reads are answered.
+enum class ReadReply {
+  kPread,  // pread into a per-thread buffer, reply with the bytes (default)
+  kFd,     // hand libfuse the source fd and offset (FUSE_BUF_IS_FD|FUSE_BUF_FD_SEEK)
+};
+
+struct ServeOptions {
+  std::string mountpoint;               // absolute path
+  std::vector<std::string> fuse_options;  // passed to libfuse as "-o a,b,c"
+  bool debug = false;                   // libfuse -d
+  bool single_threaded = false;         // -s
+  unsigned max_threads = 16;
+  ReadReply read_reply = ReadReply::kPread;
+  unsigned readahead_kb = 4096;         // /sys/class/bdi/<dev>/read_ahead_kb; 0 keeps the kernel's
+};
+
+// Mounts `fs` and serves requests until unmounted or signalled (SIGINT,
+// SIGTERM, SIGHUP unmount cleanly). `on_ready` is called once, from another
+// thread, when the mount answers a stat (OK), or with the error when the
+// mount could not be made; it may be called before ServeFilesystem returns
+// an error. Returns OK after a clean unmount.
+Status ServeFilesystem(const Filesystem& fs, const ServeOptions& options,
+                       const std::function<void(const Status&)>& on_ready);
+
+// Maps a Status to the errno a FUSE reply carries (EIO when nothing closer).
+int ErrnoFromStatus(const Status& status);
+
+}  // namespace stfs
