@@ -1,0 +1,115 @@
+// BlockCache: fixed-size blocks of remote objects under one memory budget.
+//
+// Blocks are aligned in their object (block i holds bytes [i*B, (i+1)*B)), so
+// any two readers of the same bytes meet at the same entry: the first one to
+// ask creates it and fetches it, everyone else waits for that one fetch.
+// Ready blocks are evicted least recently used first; blocks being fetched
+// are never evicted. A reader keeps a block's memory alive while copying
+// from it (shared_ptr), so eviction never pulls bytes from under a reader.
+// The cache never does I/O itself and never holds its lock while copying.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "core/status.h"
+
+namespace stfs {
+
+struct CachedBlock {
+  uint64_t owner = 0;   // which source
+  uint64_t index = 0;   // block number in the object
+  uint64_t offset = 0;  // first byte in the object
+  size_t length = 0;    // B, or less for the object's last block
+  // Written only by the one fetcher while loading; read only once ready.
+  std::unique_ptr<char[]> data;
+
+  // Guarded by the cache's mutex.
+  enum class State { kLoading, kReady, kFailed };
+  State state = State::kLoading;
+  Status error;
+  bool prefetched = false;  // created by read-ahead
+  bool used = false;        // read by someone since it was created
+};
+
+struct BlockCacheStats {
+  uint64_t budget = 0;
+  uint64_t bytes = 0;             // ready + loading blocks in the cache
+  uint64_t blocks = 0;
+  uint64_t evictions = 0;
+  uint64_t prefetch_unused = 0;   // read-ahead blocks evicted before anyone read them
+};
+
+class BlockCache {
+ public:
+  explicit BlockCache(uint64_t budget_bytes);
+  BlockCache(const BlockCache&) = delete;
+  BlockCache& operator=(const BlockCache&) = delete;
+
+  // Returns a number no other source of this cache uses.
+  uint64_t NewOwner();
+
+  enum class Found {
+    kReady,    // cached: read it
+    kLoading,  // someone is fetching it: Wait() for it
+    kCreated,  // the caller must fetch it and call Complete()
+    kNoRoom,   // (prefetch only) the budget is taken by blocks in use
+  };
+  // Finds block `index` of `owner`, or creates it in the loading state.
+  // A prefetch creates nothing when that would exceed the budget; a demand
+  // read always gets its block (briefly over budget if everything else is
+  // loading), since refusing it would fail a read for lack of memory.
+  std::shared_ptr<CachedBlock> Acquire(uint64_t owner, uint64_t index, uint64_t offset,
+                                       size_t length, bool prefetch, Found* found);
+
+  // Ends the fetch of a block created by Acquire: ready when `status` is OK,
+  // else failed and removed (a later read fetches afresh). Wakes waiters.
+  void Complete(const std::shared_ptr<CachedBlock>& block, const Status& status);
+
+  // Waits until `block` is ready (OK) or failed (its error).
+  Status Wait(const std::shared_ptr<CachedBlock>& block);
+
+  // Removes every block of `owner` (its source is going away). Blocks still
+  // loading must have been completed first.
+  void DropOwner(uint64_t owner);
+
+  BlockCacheStats Stats() const;
+  uint64_t budget() const { return budget_; }
+
+ private:
+  struct Key {
+    uint64_t owner;
+    uint64_t index;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      return std::hash<uint64_t>()(k.owner * 0x9E3779B97F4A7C15ull ^ k.index);
+    }
+  };
+  struct Entry {
+    std::shared_ptr<CachedBlock> block;
+    std::list<Key>::iterator lru;  // position in lru_ (front = most recent)
+  };
+
+  // Evicts ready blocks, oldest first, until `incoming` more bytes fit.
+  void EvictFor(uint64_t incoming);  // requires mu_
+  void Remove(std::unordered_map<Key, Entry, KeyHash>::iterator it);  // requires mu_
+
+  const uint64_t budget_;
+  mutable std::mutex mu_;
+  std::condition_variable done_;  // a block left the loading state
+  std::unordered_map<Key, Entry, KeyHash> entries_;
+  std::list<Key> lru_;
+  uint64_t bytes_ = 0;
+  uint64_t next_owner_ = 1;
+  uint64_t evictions_ = 0;
+  uint64_t prefetch_unused_ = 0;
+};
+
+}  // namespace stfs

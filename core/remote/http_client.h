@@ -1,0 +1,102 @@
+// HttpClient: one HTTP GET exchange at a time per call, over pooled libcurl
+// handles that keep their connections alive between calls.
+//
+// This layer only speaks HTTP: it sends one request (no redirect following,
+// no retries), reports what came back, and writes a 2xx body into the
+// caller's buffers, never past them. Judging the response (is this the range
+// we asked for, retry or not) belongs to RangeFetcher. It never logs, and its
+// messages never contain request headers.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace stfs {
+
+struct HttpSettings {
+  std::vector<std::string> extra_headers;  // "Name: value"
+  std::string ca_file;
+  std::string user_agent;
+  std::chrono::milliseconds connect_timeout{10'000};
+  std::chrono::milliseconds stall_timeout{30'000};
+  std::chrono::milliseconds request_timeout{0};
+};
+
+// A buffer the body of a 2xx response is written into; segments are filled
+// in order, as if they were one contiguous buffer.
+struct BodySegment {
+  char* data = nullptr;
+  size_t length = 0;
+};
+
+struct HttpRequest {
+  std::string url;
+  bool send_extra_headers = false;  // only to the location's own origin
+  bool has_range = false;
+  uint64_t first = 0;               // Range: bytes=first-last (inclusive)
+  uint64_t last = 0;
+  std::string if_match;             // empty: not sent
+  std::string if_unmodified_since;  // empty: not sent
+};
+
+// Content-Range: bytes FIRST-LAST/TOTAL, or bytes */TOTAL (unsatisfied).
+struct ContentRange {
+  bool unsatisfied = false;
+  uint64_t first = 0;
+  uint64_t last = 0;
+  std::optional<uint64_t> total;  // nullopt for "*"
+  std::string text;               // as received, for messages
+};
+
+struct HttpResponse {
+  // Set when no complete HTTP response arrived (reset, timeout, stall, TLS).
+  std::optional<Status> transport_error;
+  bool transport_retryable = false;
+  long status = 0;
+  std::optional<ContentRange> content_range;
+  bool content_range_malformed = false;
+  std::string content_range_text;
+  std::optional<uint64_t> content_length;
+  std::string content_encoding;
+  std::string etag;
+  std::string last_modified;
+  std::string redirect_url;  // absolute, from Location, for 3xx
+  uint64_t body_bytes = 0;   // 2xx body bytes written into the segments
+  bool body_overflow = false;  // a 2xx body longer than the segments
+};
+
+// Parses a Content-Range value; nullopt when malformed.
+std::optional<ContentRange> ParseContentRange(std::string_view value);
+
+class HttpClient {
+ public:
+  explicit HttpClient(HttpSettings settings);
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  // Performs one GET. Body bytes of a 2xx response go into `segments`; a
+  // longer body aborts the transfer (body_overflow). `cancel`, when set and
+  // true, aborts the transfer. `describe` names the location in errors.
+  HttpResponse Perform(const HttpRequest& request, const std::vector<BodySegment>& segments,
+                       const std::string& describe, const std::atomic<bool>* cancel);
+
+ private:
+  struct Handle;
+  std::unique_ptr<Handle> AcquireHandle();
+  void ReleaseHandle(std::unique_ptr<Handle> handle);
+
+  const HttpSettings settings_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Handle>> idle_;  // guarded by mu_
+};
+
+}  // namespace stfs

@@ -1,0 +1,335 @@
+// HttpRangeSource and OpenRemoteSource (see http_range_source.h).
+#include "core/remote/http_range_source.h"
+
+#include <strings.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <new>
+
+#include "core/header.h"
+#include "core/remote/remote_location.h"
+
+namespace stfs {
+namespace {
+
+// Returns 8 + N when the first 8 bytes of `prefix` hold a plausible header
+// size for an object of `size` bytes, else 0.
+uint64_t HeaderEnd(const std::string& prefix, uint64_t size) {
+  if (prefix.size() < 8) return 0;
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(prefix[i]);
+  if (n > kMaxHeaderSize || 8 + n > size) return 0;
+  return 8 + n;
+}
+
+void AppendJsonString(std::string* out, std::string_view s) {
+  out->push_back('"');
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out->push_back('\\');
+      out->push_back(static_cast<char>(c));
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out->append(buf);
+    } else {
+      out->push_back(static_cast<char>(c));
+    }
+  }
+  out->push_back('"');
+}
+
+}  // namespace
+
+HttpRangeSource::HttpRangeSource(std::unique_ptr<RangeFetcher> fetcher, std::string prefix,
+                                 const RemoteOptions& options, std::shared_ptr<BlockCache> cache)
+    : fetcher_(std::move(fetcher)),
+      prefix_(std::move(prefix)),
+      size_(fetcher_->identity().size),
+      header_end_(HeaderEnd(prefix_, size_)),
+      block_size_(options.block_size),
+      readahead_max_(std::min(options.readahead, cache->budget() / 2)),
+      connections_(std::max(1, options.connections)),
+      cache_(std::move(cache)),
+      owner_(cache_->NewOwner()),
+      pattern_(options.block_size) {
+  if (header_end_ != 0 && header_end_ <= prefix_.size()) {
+    LearnTensorEnds(std::string_view(prefix_).substr(8, header_end_ - 8));
+  }
+}
+
+HttpRangeSource::~HttpRangeSource() {
+  cancel_.store(true);
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    stopping_ = true;
+  }
+  queue_cv_.notify_all();
+  for (std::thread& t : workers_) t.join();
+  cache_->DropOwner(owner_);
+}
+
+void HttpRangeSource::LearnTensorEnds(std::string_view header_json) const {
+  StatusOr<Header> header = ParseHeaderJson(header_json, size_, fetcher_->describe());
+  if (!header.ok()) return;  // ReadHeader reports it; read-ahead just runs unfenced
+  std::vector<uint64_t> ends;
+  ends.reserve(header->tensors.size());
+  for (const TensorInfo& t : header->tensors) ends.push_back(header->data_start() + t.end);
+  std::sort(ends.begin(), ends.end());
+  ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
+  std::lock_guard<std::mutex> lock(fence_mu_);
+  tensor_ends_ = std::move(ends);
+}
+
+uint64_t HttpRangeSource::TensorEndAfter(uint64_t pos) const {
+  std::lock_guard<std::mutex> lock(fence_mu_);
+  auto it = std::upper_bound(tensor_ends_.begin(), tensor_ends_.end(), pos);
+  return it == tensor_ends_.end() ? size_ : std::min(*it, size_);
+}
+
+StatusOr<size_t> HttpRangeSource::ReadAt(uint64_t offset, size_t length, char* dst) const {
+  if (offset >= size_ || length == 0) return size_t{0};
+  length = static_cast<size_t>(std::min<uint64_t>(length, size_ - offset));
+  reads_.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t end = offset + length;
+  Status status;
+  if (end <= prefix_.size()) {
+    std::memcpy(dst, prefix_.data() + offset, length);
+    prefix_reads_.fetch_add(1, std::memory_order_relaxed);
+  } else if (offset < prefix_.size() && end <= header_end_) {
+    // The rest of a header larger than the first request: fetched exactly,
+    // once (ReadHeader reads it once), without filling the cache.
+    size_t head = static_cast<size_t>(prefix_.size() - offset);
+    std::memcpy(dst, prefix_.data() + offset, head);
+    status = fetcher_->Fetch(prefix_.size(), length - head, {{dst + head, length - head}},
+                             &cancel_);
+    if (status.ok() && offset == 8 && end == header_end_) {
+      LearnTensorEnds(std::string_view(dst, length));
+    }
+  } else {
+    status = ReadThroughCache(offset, length, dst);
+  }
+  if (!status.ok()) {
+    read_errors_.fetch_add(1, std::memory_order_relaxed);
+    return status;
+  }
+  bytes_read_.fetch_add(length, std::memory_order_relaxed);
+  return length;
+}
+
+Status HttpRangeSource::ReadThroughCache(uint64_t offset, size_t length, char* dst) const {
+  const uint64_t end = offset + length;
+  const uint64_t first = offset / block_size_;
+  const uint64_t last = (end - 1) / block_size_;
+  std::vector<std::shared_ptr<CachedBlock>> blocks;
+  std::vector<bool> mine;
+  blocks.reserve(last - first + 1);
+  for (uint64_t index = first; index <= last; ++index) {
+    uint64_t block_offset = index * block_size_;
+    size_t block_length = static_cast<size_t>(std::min(block_size_, size_ - block_offset));
+    BlockCache::Found found;
+    blocks.push_back(cache_->Acquire(owner_, index, block_offset, block_length,
+                                     /*prefetch=*/false, &found));
+    mine.push_back(found == BlockCache::Found::kCreated);
+    switch (found) {
+      case BlockCache::Found::kReady: hits_.fetch_add(1, std::memory_order_relaxed); break;
+      case BlockCache::Found::kLoading: waits_.fetch_add(1, std::memory_order_relaxed); break;
+      default: misses_.fetch_add(1, std::memory_order_relaxed); break;
+    }
+  }
+  ScheduleReadahead(offset, length, last);
+
+  // Fetch the blocks this reader created, one request per consecutive run.
+  // Every created block is completed (ready or failed) before returning, so
+  // no other reader waits forever on it.
+  Status first_error;
+  for (size_t i = 0; i < blocks.size();) {
+    if (!mine[i]) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j + 1 < blocks.size() && mine[j + 1]) ++j;
+    std::vector<std::shared_ptr<CachedBlock>> run(blocks.begin() + i, blocks.begin() + j + 1);
+    if (first_error.ok()) {
+      first_error = FetchBlocks(run);
+    } else {
+      for (const auto& block : run) cache_->Complete(block, first_error);
+    }
+    i = j + 1;
+  }
+  if (!first_error.ok()) return first_error;
+
+  char* out = dst;
+  for (const auto& block : blocks) {
+    RETURN_IF_ERROR(cache_->Wait(block));
+    uint64_t from = std::max(offset, block->offset);
+    uint64_t to = std::min(end, block->offset + block->length);
+    std::memcpy(out, block->data.get() + (from - block->offset), to - from);
+    out += to - from;
+  }
+  return Status::OK();
+}
+
+Status HttpRangeSource::FetchBlocks(const std::vector<std::shared_ptr<CachedBlock>>& run) const {
+  std::vector<BodySegment> segments;
+  uint64_t total = 0;
+  Status status;
+  for (const auto& block : run) {
+    block->data.reset(new (std::nothrow) char[block->length]);
+    if (!block->data) {
+      status = Status::ResourceExhausted(fetcher_->describe() + ": out of memory for a " +
+                                         std::to_string(block->length) + "-byte block");
+      break;
+    }
+    segments.push_back({block->data.get(), block->length});
+    total += block->length;
+  }
+  if (status.ok()) {
+    in_flight_.fetch_add(1, std::memory_order_relaxed);
+    status = fetcher_->Fetch(run.front()->offset, total, segments, &cancel_);
+    in_flight_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  for (const auto& block : run) cache_->Complete(block, status);
+  return status;
+}
+
+void HttpRangeSource::ScheduleReadahead(uint64_t offset, size_t length, uint64_t last_block) const {
+  if (readahead_max_ < block_size_) return;
+  uint64_t before = pattern_.Record(offset, length);
+  if (before == 0) return;
+  // The window grows with the stream (twice what it has read), so a short
+  // sequential read fetches little beyond itself.
+  uint64_t end = offset + length;
+  uint64_t window = std::clamp<uint64_t>(2 * (before + length), block_size_, readahead_max_);
+  uint64_t limit = std::min(TensorEndAfter(end - 1), end + window);
+  uint64_t from = last_block + 1;
+  if (limit <= from * block_size_) return;
+  uint64_t to = (limit - 1) / block_size_;
+  std::vector<std::shared_ptr<CachedBlock>> created;
+  for (uint64_t index = from; index <= to; ++index) {
+    uint64_t block_offset = index * block_size_;
+    size_t block_length = static_cast<size_t>(std::min(block_size_, size_ - block_offset));
+    BlockCache::Found found;
+    auto block = cache_->Acquire(owner_, index, block_offset, block_length, /*prefetch=*/true,
+                                 &found);
+    if (found == BlockCache::Found::kNoRoom) break;
+    if (found == BlockCache::Found::kCreated) created.push_back(std::move(block));
+  }
+  if (created.empty()) return;
+  readahead_blocks_.fetch_add(created.size(), std::memory_order_relaxed);
+  std::call_once(workers_started_, [this] { StartWorkers(); });
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    for (auto& block : created) queue_.push_back(std::move(block));
+  }
+  queue_cv_.notify_all();
+}
+
+void HttpRangeSource::StartWorkers() const {
+  for (int i = 0; i < connections_; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+}
+
+void HttpRangeSource::WorkerLoop() const {
+  for (;;) {
+    std::shared_ptr<CachedBlock> block;
+    {
+      std::unique_lock<std::mutex> lock(queue_mu_);
+      queue_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      block = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    if (cancel_.load()) {
+      cache_->Complete(block, Status::Unavailable(fetcher_->describe() + ": source closed"));
+      continue;
+    }
+    (void)FetchBlocks({block});  // errors reach readers through the block
+  }
+}
+
+std::string HttpRangeSource::StatsJson() const {
+  BlockCacheStats cache = cache_->Stats();
+  const FetchCounters& f = fetcher_->counters();
+  auto field = [](std::string* out, const char* name, uint64_t value) {
+    *out += ",\"";
+    *out += name;
+    *out += "\":";
+    *out += std::to_string(value);
+  };
+  std::string out = "{\"type\":\"http\",\"url\":";
+  AppendJsonString(&out, fetcher_->describe());
+  field(&out, "size", size_);
+  field(&out, "block_size", block_size_);
+  field(&out, "cache_size", cache.budget);
+  field(&out, "cache_bytes", cache.bytes);
+  field(&out, "cache_blocks", cache.blocks);
+  field(&out, "readahead_max", readahead_max_);
+  field(&out, "reads", reads_.load());
+  field(&out, "bytes_read", bytes_read_.load());
+  field(&out, "prefix_reads", prefix_reads_.load());
+  field(&out, "hits", hits_.load());
+  field(&out, "waits", waits_.load());
+  field(&out, "misses", misses_.load());
+  field(&out, "readahead_blocks", readahead_blocks_.load());
+  field(&out, "readahead_unused", cache.prefetch_unused);
+  field(&out, "evictions", cache.evictions);
+  field(&out, "requests", f.requests.load());
+  field(&out, "bytes_fetched", f.bytes_fetched.load());
+  field(&out, "retries", f.retries.load());
+  field(&out, "failures", f.failures.load());
+  field(&out, "resolves", f.resolves.load());
+  field(&out, "read_errors", read_errors_.load());
+  field(&out, "in_flight", static_cast<uint64_t>(std::max(0, in_flight_.load())));
+  out += ",\"stale\":";
+  out += fetcher_->stale() ? "true" : "false";
+  out += ",\"etag\":";
+  AppendJsonString(&out, fetcher_->identity().etag);
+  out += "}\n";
+  return out;
+}
+
+StatusOr<std::unique_ptr<ByteSource>> OpenRemoteSource(const std::string& location,
+                                                       const RemoteOptions& options) {
+  if (!IsRemoteLocation(location)) {
+    return Status::InvalidArgument(RedactUrl(location) + ": not an http://, https:// or hf:// location");
+  }
+  std::shared_ptr<BlockCache> cache = options.cache ? options.cache : MakeBlockCache(options.cache_size);
+  if (options.block_size == 0 || cache->budget() < 2 * options.block_size) {
+    return Status::InvalidArgument(
+        "cache_size (" + std::to_string(cache->budget()) + " bytes) must hold at least two blocks of "
+        "block_size (" + std::to_string(options.block_size) + " bytes)");
+  }
+  HttpSettings settings;
+  settings.extra_headers = options.headers;
+  settings.ca_file = options.ca_file;
+  settings.user_agent = options.user_agent;
+  settings.connect_timeout = options.connect_timeout;
+  settings.stall_timeout = options.stall_timeout;
+  settings.request_timeout = options.request_timeout;
+
+  std::string url = location;
+  std::string describe = RedactUrl(location);
+  if (location.size() >= 5 && (location.compare(0, 5, "hf://") == 0 || location.compare(0, 5, "HF://") == 0)) {
+    ASSIGN_OR_RETURN(HubLocation hub, ParseHubLocation(location));
+    url = HubResolveUrl(hub, options.hub_endpoint);
+    bool has_authorization = false;
+    for (const std::string& h : options.headers) {
+      if (h.size() >= 14 && strncasecmp(h.c_str(), "Authorization:", 14) == 0) has_authorization = true;
+    }
+    if (!options.hub_token.empty() && !has_authorization) {
+      settings.extra_headers.push_back("Authorization: Bearer " + options.hub_token);
+    }
+  }
+  RetryPolicy retry{options.retries, options.retry_delay, options.retry_max_delay};
+  auto fetcher = std::make_unique<RangeFetcher>(url, describe, std::move(settings), retry,
+                                                options.max_redirects);
+  ASSIGN_OR_RETURN(std::string prefix, fetcher->Probe(kProbeBytes, nullptr));
+  std::unique_ptr<ByteSource> source =
+      std::make_unique<HttpRangeSource>(std::move(fetcher), std::move(prefix), options, cache);
+  return source;
+}
+
+}  // namespace stfs

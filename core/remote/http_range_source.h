@@ -1,0 +1,92 @@
+// HttpRangeSource: the ByteSource of a remote object (see remote_source.h).
+//
+// Reads are served from three places: the bytes of the first request (the
+// header, usually), header bytes past them (fetched exactly, uncached), and
+// the block cache for everything else. A sequential reader gets read-ahead:
+// parallel block requests issued to worker threads, never past the end of
+// the tensor being read (learned from the header), never over the cache
+// budget. A random reader fetches only the blocks it touches. The source
+// never serves a byte that RangeFetcher has not checked.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "core/byte_source.h"
+#include "core/remote/block_cache.h"
+#include "core/remote/range_fetcher.h"
+#include "core/remote/read_pattern.h"
+#include "core/remote/remote_source.h"
+
+namespace stfs {
+
+// Bytes asked for by the first request (format.md "Remote headers").
+inline constexpr uint64_t kProbeBytes = 100'000;
+
+class HttpRangeSource final : public ByteSource {
+ public:
+  // `prefix` is what fetcher->Probe returned.
+  HttpRangeSource(std::unique_ptr<RangeFetcher> fetcher, std::string prefix,
+                  const RemoteOptions& options, std::shared_ptr<BlockCache> cache);
+  ~HttpRangeSource() override;
+
+  StatusOr<size_t> ReadAt(uint64_t offset, size_t length, char* dst) const override;
+  uint64_t Size() const override { return size_; }
+  const std::string& Describe() const override { return fetcher_->describe(); }
+  timespec ModificationTime() const override { return fetcher_->identity().mtime; }
+  int FileDescriptor() const override { return -1; }
+  std::string StatsJson() const override;
+
+ private:
+  Status ReadThroughCache(uint64_t offset, size_t length, char* dst) const;
+  Status FetchBlocks(const std::vector<std::shared_ptr<CachedBlock>>& run) const;
+  void ScheduleReadahead(uint64_t offset, size_t length, uint64_t last_block) const;
+  void StartWorkers() const;
+  void WorkerLoop() const;
+  // Learns where tensors end from the header JSON, to fence read-ahead.
+  void LearnTensorEnds(std::string_view header_json) const;
+  // Returns the end of the tensor holding byte `pos` (or the object's end).
+  uint64_t TensorEndAfter(uint64_t pos) const;
+
+  const std::unique_ptr<RangeFetcher> fetcher_;
+  const std::string prefix_;
+  const uint64_t size_;
+  const uint64_t header_end_;  // 8 + N when the first 8 bytes were plausible, else 0
+  const uint64_t block_size_;
+  const uint64_t readahead_max_;
+  const int connections_;
+  const std::shared_ptr<BlockCache> cache_;
+  const uint64_t owner_;
+
+  mutable ReadPatternTracker pattern_;
+  mutable std::atomic<bool> cancel_{false};
+
+  mutable std::mutex fence_mu_;
+  mutable std::vector<uint64_t> tensor_ends_;  // guarded by fence_mu_, sorted
+
+  mutable std::once_flag workers_started_;
+  mutable std::mutex queue_mu_;
+  mutable std::condition_variable queue_cv_;
+  mutable std::deque<std::shared_ptr<CachedBlock>> queue_;  // guarded by queue_mu_
+  mutable bool stopping_ = false;                           // guarded by queue_mu_
+  mutable std::vector<std::thread> workers_;
+
+  mutable std::atomic<uint64_t> reads_{0};
+  mutable std::atomic<uint64_t> bytes_read_{0};
+  mutable std::atomic<uint64_t> prefix_reads_{0};
+  mutable std::atomic<uint64_t> hits_{0};
+  mutable std::atomic<uint64_t> waits_{0};
+  mutable std::atomic<uint64_t> misses_{0};
+  mutable std::atomic<uint64_t> readahead_blocks_{0};
+  mutable std::atomic<uint64_t> read_errors_{0};
+  mutable std::atomic<int> in_flight_{0};
+};
+
+}  // namespace stfs

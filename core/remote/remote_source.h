@@ -1,0 +1,90 @@
+// The remote byte source: a safetensors object read over HTTP Range requests.
+//
+// This is the only header the filesystem and the command line include from
+// stfs::remote. A remote source behaves like a local file (ByteSource) but
+// reads through a block cache with read-ahead, checks every response against
+// the object it first saw (ETag / Last-Modified, size), and retries transient
+// failures. It must never return bytes of two versions of one object, and it
+// must never print request headers (tokens) in a message or a log line.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/byte_source.h"
+#include "core/status.h"
+
+namespace stfs {
+
+class BlockCache;
+
+struct RemoteOptions {
+  // Memory for cached blocks, shared by every source opened with the same
+  // `cache` (one mount = one budget). Blocks being fetched count too.
+  uint64_t cache_size = 256ull << 20;
+  // Cache unit; also the size of each read-ahead request. Aligned in the object.
+  uint64_t block_size = 4ull << 20;
+  // Most bytes fetched ahead of a sequential reader (0 disables read-ahead).
+  // Capped at half of cache_size.
+  uint64_t readahead = 64ull << 20;
+  // Read-ahead transfers in flight at once (demand reads come on top).
+  int connections = 4;
+  // Retries after the first attempt, for 5xx, resets, timeouts and stalls.
+  int retries = 5;
+  // First backoff; doubles per retry up to retry_max_delay, with jitter.
+  std::chrono::milliseconds retry_delay{200};
+  std::chrono::milliseconds retry_max_delay{10'000};
+  std::chrono::milliseconds connect_timeout{10'000};
+  // A transfer that receives no byte for this long is aborted and retried.
+  std::chrono::milliseconds stall_timeout{30'000};
+  // Limit on one whole request (0 = none; block-sized requests normally
+  // finish long before).
+  std::chrono::milliseconds request_timeout{0};
+  int max_redirects = 10;
+  // Extra request headers, "Name: value". Sent only to the origin (scheme,
+  // host, port) of the location itself, never to a redirect target elsewhere.
+  std::vector<std::string> headers;
+  // CA bundle for TLS verification (verification is always on).
+  std::string ca_file;
+  // Hub endpoint for hf:// locations and its token (sent as Bearer).
+  std::string hub_endpoint = "https://huggingface.co";
+  std::string hub_token;
+  std::string user_agent = "stfs/0.1";
+  // Optional cache shared between sources (e.g. the shards of one mount);
+  // null: the source makes its own with cache_size.
+  std::shared_ptr<BlockCache> cache;
+};
+
+// True for http://, https:// and hf:// locations.
+bool IsRemoteLocation(std::string_view location);
+
+// Applies one FUSE-style -o option ("cache_size=512M", "header=Name: value").
+// Returns true when consumed, false when it is not a remote option, and
+// InvalidArgument when it is one but malformed (never echoing header values).
+StatusOr<bool> ApplyRemoteOption(std::string_view option, RemoteOptions* options);
+
+// Fills options from the environment: HF_TOKEN (else the token file of
+// huggingface_hub), HF_ENDPOINT, and STFS_HTTP_HEADER (one "Name: value" per
+// line, kept out of the process list unlike -o header=).
+void ApplyRemoteEnvironment(RemoteOptions* options);
+
+// Returns the help paragraph that lists the remote -o options.
+std::string RemoteOptionsHelp();
+
+// Makes a block cache with a budget of `budget_bytes`, for RemoteOptions::cache.
+std::shared_ptr<BlockCache> MakeBlockCache(uint64_t budget_bytes);
+
+// Opens the object at `location`. The first request asks for bytes
+// 0..99,999 and keeps them, so reading the safetensors header costs one
+// request when 8+N <= 100,000 and one more (exactly the missing header
+// bytes) otherwise. The returned source is thread-safe; its Size() is the
+// total from Content-Range; Describe() is the location without credentials
+// or query string; StatsJson() is documented in docs/REMOTE.md.
+StatusOr<std::unique_ptr<ByteSource>> OpenRemoteSource(const std::string& location,
+                                                       const RemoteOptions& options);
+
+}  // namespace stfs
