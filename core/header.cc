@@ -254,22 +254,20 @@ std::string ShapeToString(const std::vector<uint64_t>& shape) {
 }
 
 StatusOr<uint64_t> TensorByteSize(DType dtype, const std::vector<uint64_t>& shape) {
-  // Overflow is judged on the non-zero dims so that every suffix product (a
-  // stride) also fits, even when a zero dim makes the element count 0.
-  uint64_t nonzero_product = 1;
-  bool has_zero = false;
+  // The product is folded left to right with overflow checks, as the
+  // reference implementation does: [2^64-1, 0] is an empty tensor, while
+  // [2^63, 4, 0] overflows before reaching the zero.
+  uint64_t elements = 1;
   for (uint64_t d : shape) {
-    if (d == 0) { has_zero = true; continue; }
-    if (__builtin_mul_overflow(nonzero_product, d, &nonzero_product)) {
+    if (__builtin_mul_overflow(elements, d, &elements)) {
       return Status::Corruption("shape " + ShapeToString(shape) + " has more elements than fit in 64 bits");
     }
   }
   uint64_t bits;
-  if (__builtin_mul_overflow(nonzero_product, uint64_t{DTypeBits(dtype)}, &bits)) {
+  if (__builtin_mul_overflow(elements, uint64_t{DTypeBits(dtype)}, &bits)) {
     return Status::Corruption("shape " + ShapeToString(shape) + " of " + std::string(DTypeName(dtype)) +
                               " has a bit count that overflows 64 bits");
   }
-  if (has_zero) return uint64_t{0};
   if (bits % 8 != 0) {
     return Status::Corruption(std::string(DTypeName(dtype)) + " " + ShapeToString(shape) + " holds " +
                               std::to_string(bits) + " bits, not a whole number of bytes");
@@ -288,6 +286,14 @@ StatusOr<Header> ParseHeaderJson(std::string_view json, uint64_t file_size, std:
   size_t bad = FirstInvalidUtf8(json);
   if (bad != std::string_view::npos) {
     return Status::Corruption(src + ": header is not valid UTF-8 (bad byte at header offset " + std::to_string(bad) + ")");
+  }
+
+  // nlohmann stops at a NUL as if the input ended there, which would accept
+  // "{}" followed by NUL padding; raw NUL is never valid JSON.
+  size_t nul = json.find('\0');
+  if (nul != std::string_view::npos) {
+    return Status::Corruption(src + ": header is not a single JSON object: NUL byte at header offset " +
+                              std::to_string(nul));
   }
 
   DuplicateKeyTracker tracker;

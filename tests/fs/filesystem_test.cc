@@ -1,0 +1,250 @@
+// The filesystem core in-process: tree shape, attributes, reads, errors,
+// without FUSE. Real files, real LocalFileSource.
+#include "fs/filesystem.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "tests/test_files.h"
+
+namespace stfs {
+namespace {
+
+using testing::BuildSafetensors;
+using testing::TempDir;
+using testing::TestTensor;
+
+class FilesystemTest : public ::testing::Test {
+ protected:
+  StatusOr<std::unique_ptr<Filesystem>> Build(std::vector<TestTensor>& tensors, const std::string& metadata = "") {
+    file_ = BuildSafetensors(tensors, metadata);
+    path_ = dir_.Write("m.safetensors", file_);
+    ASSIGN_OR_RETURN(auto source, OpenLocalFile(path_));
+    ASSIGN_OR_RETURN(Header header, ReadHeader(*source));
+    return Filesystem::Create(std::move(source), std::move(header));
+  }
+
+  std::string ReadAll(const Filesystem& fs, InodeId ino, size_t chunk = 7) {
+    std::string out;
+    std::string buf(chunk, '\0');
+    for (uint64_t off = 0;; off += chunk) {
+      auto n = fs.Read(ino, off, chunk, buf.data());
+      EXPECT_TRUE(n.ok()) << n.status().ToString();
+      if (!n.ok() || *n == 0) break;
+      out.append(buf.data(), *n);
+    }
+    return out;
+  }
+
+  TempDir dir_;
+  std::string file_;
+  std::string path_;
+};
+
+TEST_F(FilesystemTest, RootListsTensorDirectoriesThenMetadataAndStats) {
+  std::vector<TestTensor> t = {{"b", DType::F16, {2}, ""}, {"a/x", DType::U8, {3}, ""}};
+  auto fs = Build(t);
+  ASSERT_TRUE(fs.ok()) << fs.status().ToString();
+  auto entries = (*fs)->ReadDir(kRootInode);
+  ASSERT_TRUE(entries.ok());
+  std::vector<std::string> names;
+  for (auto& e : *entries) names.push_back(e.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"b", "a%2Fx", "__metadata__", "__stats__"}));
+  auto root = (*fs)->GetAttr(kRootInode);
+  EXPECT_EQ(root->mode, static_cast<uint32_t>(S_IFDIR | 0555));
+  EXPECT_EQ(root->nlink, 4u);
+}
+
+TEST_F(FilesystemTest, TensorDirectoryHoldsDtypeShapeData) {
+  std::vector<TestTensor> t = {{"w", DType::BF16, {3, 5}, ""}, {"s", DType::I64, {}, ""}};
+  auto fs = Build(t, R"({"k":"v"})");
+  ASSERT_TRUE(fs.ok());
+  const Filesystem& f = **fs;
+  auto dir = f.Lookup(kRootInode, "w");
+  ASSERT_TRUE(dir.ok());
+  EXPECT_TRUE(dir->is_directory);
+  auto dtype = f.Lookup(dir->ino, "dtype");
+  auto shape = f.Lookup(dir->ino, "shape");
+  auto data = f.Lookup(dir->ino, "data");
+  ASSERT_TRUE(dtype.ok() && shape.ok() && data.ok());
+  EXPECT_EQ(ReadAll(f, dtype->ino), "BF16\n");
+  EXPECT_EQ(ReadAll(f, shape->ino), "[3,5]\n");
+  EXPECT_EQ(data->size, 30u);
+  EXPECT_EQ(data->mode, static_cast<uint32_t>(S_IFREG | 0444));
+  EXPECT_EQ(ReadAll(f, data->ino), t[0].bytes);
+  auto s = f.Lookup(kRootInode, "s");
+  EXPECT_EQ(ReadAll(f, f.Lookup(s->ino, "shape")->ino), "[]\n");
+  EXPECT_EQ(ReadAll(f, f.Lookup(s->ino, "data")->ino, 3), t[1].bytes);
+  EXPECT_EQ(ReadAll(f, f.Lookup(kRootInode, "__metadata__")->ino), "{\"k\":\"v\"}\n");
+}
+
+TEST_F(FilesystemTest, MetadataIsEmptyObjectWhenAbsent) {
+  std::vector<TestTensor> t = {{"w", DType::U8, {1}, ""}};
+  auto fs = Build(t);
+  ASSERT_TRUE(fs.ok());
+  EXPECT_EQ(ReadAll(**fs, (*fs)->Lookup(kRootInode, "__metadata__")->ino), "{}\n");
+}
+
+TEST_F(FilesystemTest, ReadsPastEndReturnNothingAndReadsClampToTheTensor) {
+  std::vector<TestTensor> t = {{"a", DType::U8, {10}, ""}, {"b", DType::U8, {10}, ""}};
+  auto fs = Build(t);
+  ASSERT_TRUE(fs.ok());
+  InodeId data = (*fs)->Lookup((*fs)->Lookup(kRootInode, "a")->ino, "data")->ino;
+  char buf[64];
+  auto n = (*fs)->Read(data, 5, 64, buf);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 5u);  // never spills into tensor b
+  EXPECT_EQ(std::string(buf, 5), t[0].bytes.substr(5));
+  EXPECT_EQ(*(*fs)->Read(data, 10, 64, buf), 0u);
+  EXPECT_EQ(*(*fs)->Read(data, 1ull << 40, 64, buf), 0u);
+}
+
+TEST_F(FilesystemTest, DataWindowMapsToSourceOffsets) {
+  std::vector<TestTensor> t = {{"a", DType::F32, {4}, ""}, {"b", DType::F32, {4}, ""}};
+  auto fs = Build(t);
+  ASSERT_TRUE(fs.ok());
+  InodeId data = (*fs)->Lookup((*fs)->Lookup(kRootInode, "b")->ino, "data")->ino;
+  auto w = (*fs)->DataWindow(data, 4, 100);
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(w->offset, (*fs)->header().data_start() + 16 + 4);
+  EXPECT_EQ(w->length, 12u);
+  EXPECT_GE(w->fd, 0);
+  EXPECT_EQ(file_.substr(w->offset, w->length), t[1].bytes.substr(4));
+}
+
+TEST_F(FilesystemTest, EmptyAndZeroDimTensorsHaveEmptyData) {
+  std::vector<TestTensor> t = {{"e", DType::F32, {0}, ""}, {"z", DType::F16, {4, 0, 2}, ""}};
+  auto fs = Build(t);
+  ASSERT_TRUE(fs.ok());
+  auto z = (*fs)->Lookup(kRootInode, "z");
+  auto data = (*fs)->Lookup(z->ino, "data");
+  EXPECT_EQ(data->size, 0u);
+  EXPECT_EQ(ReadAll(**fs, (*fs)->Lookup(z->ino, "shape")->ino), "[4,0,2]\n");
+}
+
+TEST_F(FilesystemTest, InodesAreStableAndDistinct) {
+  std::vector<TestTensor> t;
+  for (int i = 0; i < 50; ++i) t.push_back({"t" + std::to_string(i), DType::U8, {1}, ""});
+  auto fs = Build(t);
+  ASSERT_TRUE(fs.ok());
+  std::map<InodeId, std::string> seen;
+  auto root = (*fs)->ReadDir(kRootInode);
+  ASSERT_TRUE(root.ok());
+  for (auto& e : *root) {
+    EXPECT_TRUE(seen.emplace(e.attr.ino, e.name).second);
+    EXPECT_EQ((*fs)->Lookup(kRootInode, e.name)->ino, e.attr.ino);
+    if (e.attr.is_directory) {
+      auto children = (*fs)->ReadDir(e.attr.ino);
+      ASSERT_TRUE(children.ok());
+      for (auto& c : *children) EXPECT_TRUE(seen.emplace(c.attr.ino, c.name).second);
+    }
+  }
+  EXPECT_EQ(seen.size() + 1, (*fs)->inode_count());
+}
+
+TEST_F(FilesystemTest, LookupMissIsNotFoundAndFilesAreNotDirectories) {
+  std::vector<TestTensor> t = {{"w", DType::U8, {1}, ""}};
+  auto fs = Build(t);
+  ASSERT_TRUE(fs.ok());
+  EXPECT_EQ((*fs)->Lookup(kRootInode, "nope").status().code(), StatusCode::kNotFound);
+  auto w = (*fs)->Lookup(kRootInode, "w");
+  EXPECT_EQ((*fs)->Lookup(w->ino, "nope").status().code(), StatusCode::kNotFound);
+  InodeId data = (*fs)->Lookup(w->ino, "data")->ino;
+  EXPECT_FALSE((*fs)->Lookup(data, "x").ok());
+  EXPECT_FALSE((*fs)->ReadDir(data).ok());
+  EXPECT_FALSE((*fs)->OpenFile(w->ino).ok());
+  EXPECT_TRUE((*fs)->OpenFile(data).ok());
+  EXPECT_EQ((*fs)->GetAttr(999999).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ((*fs)->Lookup(w->ino, "..")->ino, kRootInode);
+}
+
+TEST_F(FilesystemTest, RefusesTwoTensorsWithOneDirectoryName) {
+  std::vector<TestTensor> t = {{"a/b", DType::U8, {1}, ""}, {"a%2Fb", DType::U8, {1}, ""}};
+  auto fs = Build(t);
+  ASSERT_FALSE(fs.ok());
+  EXPECT_NE(fs.status().message().find("\"a/b\""), std::string::npos) << fs.status().message();
+  EXPECT_NE(fs.status().message().find("\"a%2Fb\""), std::string::npos);
+  EXPECT_NE(fs.status().message().find(path_), std::string::npos);
+}
+
+TEST_F(FilesystemTest, TensorNamedLikeStatsFileWins) {
+  std::vector<TestTensor> t = {{"__stats__", DType::U8, {1}, ""}};
+  auto fs = Build(t);
+  ASSERT_TRUE(fs.ok());
+  EXPECT_TRUE((*fs)->Lookup(kRootInode, "__stats__")->is_directory);
+  EXPECT_EQ((*fs)->ReadDir(kRootInode)->size(), 2u);
+}
+
+TEST_F(FilesystemTest, StatsCountReadsAndBytes) {
+  std::vector<TestTensor> t = {{"w", DType::U8, {100}, ""}};
+  auto fs = Build(t);
+  ASSERT_TRUE(fs.ok());
+  InodeId data = (*fs)->Lookup((*fs)->Lookup(kRootInode, "w")->ino, "data")->ino;
+  char buf[100];
+  ASSERT_TRUE((*fs)->Read(data, 0, 60, buf).ok());
+  ASSERT_TRUE((*fs)->Read(data, 60, 60, buf).ok());
+  auto stats = (*fs)->Lookup(kRootInode, "__stats__");
+  EXPECT_TRUE(stats->is_volatile);
+  std::string text = ReadAll(**fs, stats->ino, 4096);
+  EXPECT_NE(text.find("\"reads\":2"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"bytes_read\":100"), std::string::npos) << text;
+}
+
+TEST_F(FilesystemTest, SourceShrunkAfterMountGivesErrorNotWrongBytes) {
+  std::vector<TestTensor> t = {{"w", DType::U8, {4096}, ""}};
+  auto fs = Build(t);
+  ASSERT_TRUE(fs.ok());
+  ASSERT_EQ(::truncate(path_.c_str(), 100), 0);
+  InodeId data = (*fs)->Lookup((*fs)->Lookup(kRootInode, "w")->ino, "data")->ino;
+  std::string buf(4096, '\0');
+  auto n = (*fs)->Read(data, 0, 4096, buf.data());
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.status().code(), StatusCode::kIOError);
+}
+
+TEST_F(FilesystemTest, ConcurrentReadsAreByteExact) {
+  std::vector<TestTensor> t = {{"w", DType::F32, {1 << 18}, ""}};
+  auto fs = Build(t);
+  ASSERT_TRUE(fs.ok());
+  InodeId data = (*fs)->Lookup((*fs)->Lookup(kRootInode, "w")->ino, "data")->ino;
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] {
+      std::mt19937_64 rng(i);
+      std::string buf(1 << 16, '\0');
+      for (int k = 0; k < 300; ++k) {
+        uint64_t off = rng() % t[0].bytes.size();
+        size_t len = 1 + rng() % buf.size();
+        auto n = (*fs)->Read(data, off, len, buf.data());
+        size_t want = std::min<uint64_t>(len, t[0].bytes.size() - off);
+        if (!n.ok() || *n != want || buf.compare(0, want, t[0].bytes, off, want) != 0) ++bad;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
+}
+
+TEST_F(FilesystemTest, AllTimesAreTheSourceMtime) {
+  std::vector<TestTensor> t = {{"w", DType::U8, {1}, ""}};
+  auto fs = Build(t);
+  ASSERT_TRUE(fs.ok());
+  struct stat st;
+  ASSERT_EQ(::stat(path_.c_str(), &st), 0);
+  auto root = (*fs)->ReadDir(kRootInode);
+  ASSERT_TRUE(root.ok());
+  for (auto& e : *root) {
+    EXPECT_EQ(e.attr.mtime.tv_sec, st.st_mtim.tv_sec);
+    EXPECT_EQ(e.attr.mtime.tv_nsec, st.st_mtim.tv_nsec);
+  }
+}
+
+}  // namespace
+}  // namespace stfs
