@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs the Debian packages stfs needs to build and test, if missing.
+# Safe to run again: installs nothing when everything is present. Needs root
+# (or sudo) only when something is missing. The CUDA toolkit is not a Debian
+# package here: the GPU library is built when /usr/local/cuda/bin/nvcc exists.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config git
+  libfuse3-dev fuse3
+  nlohmann-json3-dev
+  libcurl4-openssl-dev
+  libgtest-dev
+  nginx-light
+  python3
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all packages present"
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null; then sudo_cmd=(sudo); else
+    echo "setup: need root to install: ${missing[*]}" >&2; exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
