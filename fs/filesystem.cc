@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/slice_reader.h"
 #include "fs/name_encoding.h"
 
 namespace stfs {
@@ -78,10 +79,19 @@ StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(std::unique_ptr<ByteSou
     shape.kind = NodeKind::kStaticFile;
     shape.name = "shape";
     shape.content = ShapeToString(t.shape) + "\n";
+    // `slices` answers lookups but is left out of listings, so a tensor
+    // directory lists exactly data, dtype and shape.
+    Node slices;
+    slices.parent = dir_ino;
+    slices.kind = NodeKind::kSlicesDir;
+    slices.name = std::string(kSlicesDirName);
+    slices.tensor_index = i;
     InodeId data_ino = fs->AddNode(std::move(data));
     InodeId dtype_ino = fs->AddNode(std::move(dtype));
     InodeId shape_ino = fs->AddNode(std::move(shape));
+    InodeId slices_ino = fs->AddNode(std::move(slices));
     fs->nodes_[dir_ino - 1].children = {data_ino, dtype_ino, shape_ino};
+    fs->nodes_[dir_ino - 1].hidden_child = slices_ino;
     fs->nodes_[0].children.push_back(dir_ino);
     fs->nodes_[0].subdirectories++;
     fs->root_index_.emplace(fs->nodes_[dir_ino - 1].name, dir_ino);
@@ -124,6 +134,7 @@ NodeAttr Filesystem::AttrOf(InodeId ino, const Node& node) const {
   attr.mtime = mtime_;
   switch (node.kind) {
     case NodeKind::kDirectory:
+    case NodeKind::kSlicesDir:
       attr.is_directory = true;
       attr.mode = S_IFDIR | 0555;
       attr.nlink = 2 + node.subdirectories;
@@ -147,23 +158,52 @@ NodeAttr Filesystem::AttrOf(InodeId ino, const Node& node) const {
 }
 
 StatusOr<NodeAttr> Filesystem::GetAttr(InodeId ino) const {
+  if (IsSliceInode(ino)) {
+    SliceRole role;
+    const SliceView* view = FindSlice(ino, &role);
+    if (view == nullptr) return Status::NotFound("no inode " + std::to_string(ino));
+    return SliceAttr(*view, role);
+  }
   const Node* node = Find(ino);
   if (node == nullptr) return Status::NotFound("no inode " + std::to_string(ino));
   return AttrOf(ino, *node);
 }
 
 StatusOr<InodeId> Filesystem::Parent(InodeId ino) const {
+  if (IsSliceInode(ino)) {
+    SliceRole role;
+    const SliceView* view = FindSlice(ino, &role);
+    if (view == nullptr) return Status::NotFound("no inode " + std::to_string(ino));
+    return role == SliceRole::kDir ? view->slices_dir : view->first_ino;
+  }
   const Node* node = Find(ino);
   if (node == nullptr) return Status::NotFound("no inode " + std::to_string(ino));
   return node->parent;
 }
 
 StatusOr<NodeAttr> Filesystem::Lookup(InodeId parent, std::string_view name) const {
+  if (name == ".") return GetAttr(parent);
+  if (name == "..") {
+    ASSIGN_OR_RETURN(InodeId up, Parent(parent));
+    return GetAttr(up);
+  }
+  if (IsSliceInode(parent)) {
+    SliceRole role;
+    const SliceView* view = FindSlice(parent, &role);
+    if (view == nullptr) return Status::NotFound("no inode " + std::to_string(parent));
+    if (role != SliceRole::kDir) return Status::InvalidArgument("not a directory");
+    for (int r = 1; r < 4; ++r) {
+      if (name == kSliceFileNames[r]) return SliceAttr(*view, static_cast<SliceRole>(r));
+    }
+    return Status::NotFound(std::string(name));
+  }
   const Node* dir = Find(parent);
   if (dir == nullptr) return Status::NotFound("no inode " + std::to_string(parent));
+  if (dir->kind == NodeKind::kSlicesDir) {
+    ASSIGN_OR_RETURN(const SliceView* view, LookupSlice(parent, dir->tensor_index, name));
+    return SliceAttr(*view, SliceRole::kDir);
+  }
   if (dir->kind != NodeKind::kDirectory) return Status::InvalidArgument("not a directory");
-  if (name == ".") return AttrOf(parent, *dir);
-  if (name == "..") return GetAttr(dir->parent);
   if (parent == kRootInode) {
     auto it = root_index_.find(std::string(name));
     if (it == root_index_.end()) return Status::NotFound(std::string(name));
@@ -172,12 +212,27 @@ StatusOr<NodeAttr> Filesystem::Lookup(InodeId parent, std::string_view name) con
   for (InodeId child : dir->children) {
     if (nodes_[child - 1].name == name) return AttrOf(child, nodes_[child - 1]);
   }
+  if (dir->hidden_child != 0 && nodes_[dir->hidden_child - 1].name == name) {
+    return AttrOf(dir->hidden_child, nodes_[dir->hidden_child - 1]);
+  }
   return Status::NotFound(std::string(name));
 }
 
 StatusOr<std::vector<DirEntry>> Filesystem::ReadDir(InodeId ino) const {
+  if (IsSliceInode(ino)) {
+    SliceRole role;
+    const SliceView* view = FindSlice(ino, &role);
+    if (view == nullptr) return Status::NotFound("no inode " + std::to_string(ino));
+    if (role != SliceRole::kDir) return Status::InvalidArgument("not a directory");
+    std::vector<DirEntry> entries;
+    for (int r = 1; r < 4; ++r) {
+      entries.push_back(DirEntry{std::string(kSliceFileNames[r]), SliceAttr(*view, static_cast<SliceRole>(r))});
+    }
+    return entries;
+  }
   const Node* dir = Find(ino);
   if (dir == nullptr) return Status::NotFound("no inode " + std::to_string(ino));
+  if (dir->kind == NodeKind::kSlicesDir) return std::vector<DirEntry>();  // views exist once looked up
   if (dir->kind != NodeKind::kDirectory) return Status::InvalidArgument("not a directory");
   std::vector<DirEntry> entries;
   entries.reserve(dir->children.size());
@@ -188,9 +243,8 @@ StatusOr<std::vector<DirEntry>> Filesystem::ReadDir(InodeId ino) const {
 }
 
 Status Filesystem::OpenFile(InodeId ino) const {
-  const Node* node = Find(ino);
-  if (node == nullptr) return Status::NotFound("no inode " + std::to_string(ino));
-  if (node->kind == NodeKind::kDirectory) return Status::InvalidArgument("is a directory");
+  ASSIGN_OR_RETURN(NodeAttr attr, GetAttr(ino));
+  if (attr.is_directory) return Status::InvalidArgument("is a directory");
   return Status::OK();
 }
 
@@ -207,16 +261,36 @@ StatusOr<SourceWindow> Filesystem::DataWindow(InodeId ino, uint64_t offset, size
 }
 
 StatusOr<size_t> Filesystem::Read(InodeId ino, uint64_t offset, size_t length, char* dst) const {
-  const Node* node = Find(ino);
-  if (node == nullptr) return Status::NotFound("no inode " + std::to_string(ino));
   auto copy_from = [&](std::string_view content) -> size_t {
     if (offset >= content.size()) return 0;
     size_t n = std::min<uint64_t>(length, content.size() - offset);
     std::memcpy(dst, content.data() + offset, n);
     return n;
   };
+  if (IsSliceInode(ino)) {
+    SliceRole role;
+    const SliceView* view = FindSlice(ino, &role);
+    if (view == nullptr) return Status::NotFound("no inode " + std::to_string(ino));
+    switch (role) {
+      case SliceRole::kDir: return Status::InvalidArgument("is a directory");
+      case SliceRole::kDtype: return copy_from(view->dtype_text);
+      case SliceRole::kShape: return copy_from(view->shape_text);
+      case SliceRole::kData: break;
+    }
+    const TensorInfo& t = header_.tensors[view->tensor_index];
+    StatusOr<size_t> n = ReadSliceRange(*source_, header_.data_start() + t.begin, view->plan, offset, length, dst);
+    if (!n.ok()) {
+      CountReadError();
+      return n.status();
+    }
+    CountRead(*n);
+    return n;
+  }
+  const Node* node = Find(ino);
+  if (node == nullptr) return Status::NotFound("no inode " + std::to_string(ino));
   switch (node->kind) {
     case NodeKind::kDirectory:
+    case NodeKind::kSlicesDir:
       return Status::InvalidArgument("is a directory");
     case NodeKind::kStaticFile:
       return copy_from(node->content);
@@ -234,6 +308,68 @@ StatusOr<size_t> Filesystem::Read(InodeId ino, uint64_t offset, size_t length, c
   }
   CountRead(window.length);
   return window.length;
+}
+
+const Filesystem::SliceView* Filesystem::FindSlice(InodeId ino, SliceRole* role) const {
+  const InodeId base = nodes_.size() + 1;
+  if (ino < base) return nullptr;
+  const uint64_t index = (ino - base) / 4;
+  std::lock_guard<std::mutex> lock(slice_mu_);
+  if (index >= slice_views_.size()) return nullptr;
+  *role = static_cast<SliceRole>((ino - base) % 4);
+  return &slice_views_[index];
+}
+
+NodeAttr Filesystem::SliceAttr(const SliceView& view, SliceRole role) const {
+  NodeAttr attr;
+  attr.ino = view.first_ino + static_cast<InodeId>(role);
+  attr.mtime = mtime_;
+  attr.mode = S_IFREG | 0444;
+  switch (role) {
+    case SliceRole::kDir:
+      attr.is_directory = true;
+      attr.mode = S_IFDIR | 0555;
+      attr.nlink = 2;
+      break;
+    case SliceRole::kData: attr.size = view.plan.result_bytes; break;
+    case SliceRole::kDtype: attr.size = view.dtype_text.size(); break;
+    case SliceRole::kShape: attr.size = view.shape_text.size(); break;
+  }
+  return attr;
+}
+
+StatusOr<const Filesystem::SliceView*> Filesystem::LookupSlice(InodeId slices_dir, size_t tensor_index,
+                                                                 std::string_view spec) const {
+  const TensorInfo& t = header_.tensors[tensor_index];
+  std::pair<size_t, std::string> key(tensor_index, std::string(spec));
+  {
+    std::lock_guard<std::mutex> lock(slice_mu_);
+    auto it = slice_index_.find(key);
+    if (it != slice_index_.end()) return &slice_views_[it->second];
+  }
+  // Plan outside the lock: planning is pure.
+  StatusOr<std::vector<SliceItem>> items = ParseSliceSpec(spec);
+  if (!items.ok()) return items.status();
+  StatusOr<SlicePlan> plan = PlanSlice(t.dtype, t.shape, *items);
+  if (!plan.ok()) return plan.status();
+
+  std::lock_guard<std::mutex> lock(slice_mu_);
+  auto it = slice_index_.find(key);
+  if (it != slice_index_.end()) return &slice_views_[it->second];  // another thread won
+  if (slice_views_.size() >= kMaxSliceViews) {
+    return Status::ResourceExhausted("too many slice views on this mount (" + std::to_string(kMaxSliceViews) + ")");
+  }
+  SliceView view;
+  view.first_ino = nodes_.size() + 1 + 4 * slice_views_.size();
+  view.slices_dir = slices_dir;
+  view.tensor_index = tensor_index;
+  view.spec = key.second;
+  view.plan = std::move(*plan);
+  view.dtype_text = std::string(DTypeName(t.dtype)) + "\n";
+  view.shape_text = ShapeToString(view.plan.result_shape) + "\n";
+  slice_views_.push_back(std::move(view));
+  slice_index_.emplace(std::move(key), slice_views_.size() - 1);
+  return &slice_views_.back();
 }
 
 void Filesystem::CountRead(size_t bytes) const {

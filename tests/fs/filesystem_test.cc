@@ -145,7 +145,8 @@ TEST_F(FilesystemTest, InodesAreStableAndDistinct) {
       for (auto& c : *children) EXPECT_TRUE(seen.emplace(c.attr.ino, c.name).second);
     }
   }
-  EXPECT_EQ(seen.size() + 1, (*fs)->inode_count());
+  // + the root, + one hidden `slices` directory per tensor.
+  EXPECT_EQ(seen.size() + 1 + t.size(), (*fs)->inode_count());
 }
 
 TEST_F(FilesystemTest, LookupMissIsNotFoundAndFilesAreNotDirectories) {
@@ -244,6 +245,67 @@ TEST_F(FilesystemTest, AllTimesAreTheSourceMtime) {
     EXPECT_EQ(e.attr.mtime.tv_sec, st.st_mtim.tv_sec);
     EXPECT_EQ(e.attr.mtime.tv_nsec, st.st_mtim.tv_nsec);
   }
+}
+
+TEST_F(FilesystemTest, SlicesDirectoryIsHiddenFromListingsButAnswersLookups) {
+  std::vector<TestTensor> t = {{"w", DType::F32, {4, 6}, ""}};
+  auto fs = Build(t);
+  ASSERT_TRUE(fs.ok());
+  InodeId w = (*fs)->Lookup(kRootInode, "w")->ino;
+  auto listing = (*fs)->ReadDir(w);
+  ASSERT_TRUE(listing.ok());
+  EXPECT_EQ(listing->size(), 3u);
+  auto slices = (*fs)->Lookup(w, "slices");
+  ASSERT_TRUE(slices.ok());
+  EXPECT_TRUE(slices->is_directory);
+  EXPECT_TRUE((*fs)->ReadDir(slices->ino)->empty());
+}
+
+// Reference: the slice's bytes gathered element by element (C order).
+std::string GatherRows(const std::string& bytes, size_t row_bytes, size_t col_begin, size_t col_end,
+                       size_t col_step, size_t row_begin, size_t row_end, size_t elem) {
+  std::string out;
+  for (size_t r = row_begin; r < row_end; ++r) {
+    for (size_t c = col_begin; c < col_end; c += col_step) out += bytes.substr(r * row_bytes + c * elem, elem);
+  }
+  return out;
+}
+
+TEST_F(FilesystemTest, SliceViewReadsExactlyTheSelectedBytes) {
+  std::vector<TestTensor> t = {{"pad", DType::U8, {3}, ""}, {"w", DType::F32, {50, 40}, ""}};
+  auto fs = Build(t);
+  ASSERT_TRUE(fs.ok());
+  InodeId slices = (*fs)->Lookup((*fs)->Lookup(kRootInode, "w")->ino, "slices")->ino;
+  struct Case { const char* spec; size_t rb, re, cb, ce, cs; const char* shape; };
+  for (const Case& c : {Case{"10:20", 10, 20, 0, 40, 1, "[10,40]\n"}, Case{":, 5:9", 0, 50, 5, 9, 1, "[50,4]\n"},
+                        Case{"-3:, ::7", 47, 50, 0, 40, 7, "[3,6]\n"}, Case{"...", 0, 50, 0, 40, 1, "[50,40]\n"}}) {
+    SCOPED_TRACE(c.spec);
+    auto dir = (*fs)->Lookup(slices, c.spec);
+    ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+    auto data = (*fs)->Lookup(dir->ino, "data");
+    auto shape = (*fs)->Lookup(dir->ino, "shape");
+    ASSERT_TRUE(data.ok() && shape.ok());
+    EXPECT_EQ(ReadAll(**fs, shape->ino), c.shape);
+    EXPECT_EQ(ReadAll(**fs, (*fs)->Lookup(dir->ino, "dtype")->ino), "F32\n");
+    std::string expected = GatherRows(t[1].bytes, 160, c.cb, c.ce, c.cs, c.rb, c.re, 4);
+    EXPECT_EQ(data->size, expected.size());
+    EXPECT_EQ(ReadAll(**fs, data->ino, 13), expected);
+    EXPECT_EQ(ReadAll(**fs, data->ino, 1 << 20), expected);
+    // Same spec, same inode.
+    EXPECT_EQ((*fs)->Lookup(slices, c.spec)->ino, dir->ino);
+    EXPECT_EQ((*fs)->Lookup(dir->ino, "..")->ino, slices);
+  }
+}
+
+TEST_F(FilesystemTest, SliceViewRefusesBadIndexWithInvalidArgument) {
+  std::vector<TestTensor> t = {{"w", DType::F32, {5, 4}, ""}};
+  auto fs = Build(t);
+  ASSERT_TRUE(fs.ok());
+  InodeId slices = (*fs)->Lookup((*fs)->Lookup(kRootInode, "w")->ino, "slices")->ino;
+  EXPECT_EQ((*fs)->Lookup(slices, "7").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ((*fs)->Lookup(slices, "0,0,0").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ((*fs)->Lookup(slices, "::0").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ((*fs)->Lookup(slices, "abc").status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace
