@@ -1,0 +1,92 @@
+// ReadSliceRange: any byte range of a slice result equals the same range of
+// the concatenated plan windows, for random shapes, slices and reads.
+#include "core/slice_reader.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "tests/test_files.h"
+
+namespace stfs {
+namespace {
+
+TEST(SliceReader, RandomRangesMatchConcatenatedWindows) {
+  testing::TempDir dir;
+  std::string bytes = testing::RandomBytes(1 << 16);
+  std::string path = dir.Write("blob", bytes);
+  auto source = OpenLocalFile(path);
+  ASSERT_TRUE(source.ok());
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const DType dtypes[] = {DType::U8, DType::F16, DType::F32, DType::F64};
+  int checked = 0;
+  for (int iter = 0; iter < 2000; ++iter) {
+    DType dtype = dtypes[rng() % 4];
+    std::vector<uint64_t> shape(1 + rng() % 4);
+    uint64_t elements = 1;
+    for (auto& d : shape) { d = 1 + rng() % 9; elements *= d; }
+    uint64_t tensor_bytes = elements * DTypeBits(dtype) / 8;
+    if (tensor_bytes + 64 > bytes.size()) continue;
+    uint64_t tensor_start = rng() % 64;
+    std::vector<SliceItem> items;
+    for (size_t i = 0; i < shape.size() && rng() % 4 != 0; ++i) {
+      if (rng() % 3 == 0) {
+        items.push_back(SliceItem::Index(static_cast<int64_t>(rng() % shape[i])));
+      } else {
+        int64_t a = static_cast<int64_t>(rng() % (shape[i] + 1));
+        int64_t b = static_cast<int64_t>(rng() % (shape[i] + 1));
+        items.push_back(SliceItem::Range(std::min(a, b), std::max(a, b), 1 + static_cast<int64_t>(rng() % 3)));
+      }
+    }
+    auto plan = PlanSlice(dtype, shape, items);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    std::string expected;
+    for (const ByteWindow& w : plan->Windows()) expected += bytes.substr(tensor_start + w.offset, w.length);
+    ASSERT_EQ(expected.size(), plan->result_bytes);
+    for (int r = 0; r < 5; ++r) {
+      uint64_t off = expected.empty() ? 0 : rng() % (expected.size() + 2);
+      size_t len = 1 + rng() % (expected.size() + 8);
+      std::string got(len, '\0');
+      auto n = ReadSliceRange(**source, tensor_start, *plan, off, len, got.data());
+      ASSERT_TRUE(n.ok()) << n.status().ToString();
+      size_t want = off >= expected.size() ? 0 : std::min<size_t>(len, expected.size() - off);
+      ASSERT_EQ(*n, want);
+      ASSERT_EQ(got.substr(0, want), expected.substr(std::min<size_t>(off, expected.size()), want));
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 5000);
+}
+
+TEST(SliceReader, ColumnShardOfLargeMatrixUsesBoundedMemoryAndIsExact) {
+  testing::TempDir dir;
+  const uint64_t rows = 2048, cols = 512;  // U16: 2 MiB
+  std::string bytes = testing::RandomBytes(rows * cols * 2);
+  auto source = OpenLocalFile(dir.Write("m", bytes));
+  ASSERT_TRUE(source.ok());
+  auto items = ParseSliceSpec(":, 448:");
+  ASSERT_TRUE(items.ok());
+  auto plan = PlanSlice(DType::U16, {rows, cols}, *items);
+  ASSERT_TRUE(plan.ok());
+  std::string got(plan->result_bytes, '\0');
+  auto n = ReadSliceRange(**source, 0, *plan, 0, got.size(), got.data());
+  ASSERT_TRUE(n.ok());
+  for (uint64_t r = 0; r < rows; ++r) {
+    ASSERT_EQ(got.substr(r * 128, 128), bytes.substr(r * cols * 2 + 448 * 2, 128)) << "row " << r;
+  }
+}
+
+TEST(SliceReader, ShortSourceIsAnError) {
+  testing::TempDir dir;
+  auto source = OpenLocalFile(dir.Write("m", testing::RandomBytes(100)));
+  ASSERT_TRUE(source.ok());
+  auto plan = PlanSlice(DType::U8, {10, 20}, {});
+  ASSERT_TRUE(plan.ok());
+  std::string got(200, '\0');
+  EXPECT_FALSE(ReadSliceRange(**source, 0, *plan, 0, 200, got.data()).ok());
+}
+
+}  // namespace
+}  // namespace stfs
