@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <string>
 
@@ -38,6 +39,18 @@ std::string_view TrimSpace(std::string_view s) {
     s.remove_suffix(1);
   }
   return s;
+}
+
+// Returns a URL without user:password@, query and fragment, for messages.
+[[maybe_unused]] std::string WithoutCredentials(std::string_view url) {
+  url = url.substr(0, url.find_first_of("?#"));
+  const size_t scheme_end = url.find("://");
+  if (scheme_end == std::string_view::npos) return std::string(url);
+  const size_t host_start = scheme_end + 3;
+  const size_t path_start = std::min(url.find('/', host_start), url.size());
+  const size_t at = url.rfind('@', path_start);
+  if (at == std::string_view::npos || at < host_start) return std::string(url);
+  return std::string(url.substr(0, host_start)) + std::string(url.substr(at + 1));
 }
 
 std::string BaseName(std::string path) {
@@ -99,8 +112,8 @@ StatusOr<std::unique_ptr<TensorSource>> TensorSource::Open(const std::string& lo
       return FromSafetensors(std::move(remote), "");
     }
 #else
-    return Status::NotSupported(location.substr(0, location.find(':')) +
-                                " location: stfs-gpu was built without HTTP support (stfs::remote)");
+    return Status::NotSupported(WithoutCredentials(location) +
+                                ": stfs-gpu was built without HTTP support (stfs::remote)");
 #endif
   }
   struct stat st;
