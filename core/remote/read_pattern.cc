@@ -5,13 +5,15 @@
 
 namespace stfs {
 
-uint64_t ReadPatternTracker::Record(uint64_t offset, uint64_t length) {
+ReadPatternTracker::Position ReadPatternTracker::Record(uint64_t offset, uint64_t length) {
+  const uint64_t slack = std::min(std::max<uint64_t>(8 * length, 256 << 10), max_slack_);
   std::lock_guard<std::mutex> lock(mu_);
   ++clock_;
   Stream* oldest = &streams_[0];
   for (Stream& s : streams_) {
-    if (s.bytes > 0 && offset + tolerance_ >= s.next && offset <= s.next + tolerance_) {
-      uint64_t before = s.bytes;
+    if (s.reads > 0 && offset + slack >= s.next && offset <= s.next + slack) {
+      Position before{s.reads, s.bytes};
+      s.reads += 1;
       s.bytes += length;
       s.next = std::max(s.next, offset + length);
       s.stamp = clock_;
@@ -19,8 +21,8 @@ uint64_t ReadPatternTracker::Record(uint64_t offset, uint64_t length) {
     }
     if (s.stamp < oldest->stamp) oldest = &s;
   }
-  *oldest = Stream{offset + length, std::max<uint64_t>(length, 1), clock_};
-  return 0;
+  *oldest = Stream{offset + length, length, 1, clock_};
+  return Position{};
 }
 
 }  // namespace stfs

@@ -1,0 +1,199 @@
+// BlockCache and ReadPatternTracker: budget, LRU order, one fetch shared by
+// many readers, failures that do not stick, and sequential-stream detection.
+#include "core/remote/block_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "core/remote/read_pattern.h"
+
+namespace stfs {
+namespace {
+
+constexpr size_t kBlock = 1000;
+
+// Acquires block `index` as a demand read and, when created, completes it
+// filled with the byte `index`.
+std::shared_ptr<CachedBlock> Load(BlockCache& cache, uint64_t owner, uint64_t index,
+                                  BlockCache::Found* found) {
+  auto block = cache.Acquire(owner, index, index * kBlock, kBlock, false, found);
+  if (*found == BlockCache::Found::kCreated) {
+    block->data.reset(new char[kBlock]);
+    std::memset(block->data.get(), static_cast<int>(index), kBlock);
+    cache.Complete(block, Status::OK());
+  }
+  return block;
+}
+
+TEST(BlockCache, EvictsLeastRecentlyUsedWithinBudget) {
+  BlockCache cache(3 * kBlock);
+  uint64_t owner = cache.NewOwner();
+  BlockCache::Found found;
+  Load(cache, owner, 0, &found);
+  Load(cache, owner, 1, &found);
+  Load(cache, owner, 2, &found);
+  Load(cache, owner, 0, &found);  // 0 becomes most recent
+  EXPECT_EQ(found, BlockCache::Found::kReady);
+  Load(cache, owner, 3, &found);  // evicts 1, the least recent
+  EXPECT_EQ(found, BlockCache::Found::kCreated);
+  EXPECT_EQ(cache.Stats().bytes, 3 * kBlock);
+  EXPECT_EQ(cache.Stats().evictions, 1u);
+  Load(cache, owner, 0, &found);
+  EXPECT_EQ(found, BlockCache::Found::kReady);
+  Load(cache, owner, 2, &found);
+  EXPECT_EQ(found, BlockCache::Found::kReady);
+  Load(cache, owner, 1, &found);
+  EXPECT_EQ(found, BlockCache::Found::kCreated);
+}
+
+TEST(BlockCache, EvictedBlockStaysReadableForItsHolder) {
+  BlockCache cache(kBlock);
+  uint64_t owner = cache.NewOwner();
+  BlockCache::Found found;
+  auto held = Load(cache, owner, 7, &found);
+  Load(cache, owner, 8, &found);  // evicts 7 from the cache
+  EXPECT_EQ(cache.Stats().blocks, 1u);
+  ASSERT_TRUE(held->data);
+  EXPECT_EQ(held->data[0], 7);
+  EXPECT_EQ(held->data[kBlock - 1], 7);
+}
+
+TEST(BlockCache, PrefetchNeverExceedsTheBudget) {
+  BlockCache cache(2 * kBlock);
+  uint64_t owner = cache.NewOwner();
+  BlockCache::Found found;
+  auto a = cache.Acquire(owner, 0, 0, kBlock, false, &found);
+  auto b = cache.Acquire(owner, 1, kBlock, kBlock, false, &found);
+  // Both loading: nothing may be evicted, so a prefetch gets no room.
+  auto c = cache.Acquire(owner, 2, 2 * kBlock, kBlock, true, &found);
+  EXPECT_EQ(found, BlockCache::Found::kNoRoom);
+  EXPECT_EQ(c, nullptr);
+  // A demand read still gets its block, briefly over budget.
+  auto d = cache.Acquire(owner, 3, 3 * kBlock, kBlock, false, &found);
+  EXPECT_EQ(found, BlockCache::Found::kCreated);
+  for (auto& block : {a, b, d}) {
+    block->data.reset(new char[kBlock]);
+    cache.Complete(block, Status::OK());
+  }
+  EXPECT_LE(cache.Stats().bytes, 2 * kBlock);
+}
+
+TEST(BlockCache, ManyReadersShareOneFetch) {
+  BlockCache cache(10 * kBlock);
+  uint64_t owner = cache.NewOwner();
+  std::atomic<int> fetches{0};
+  std::atomic<int> bad{0};
+  std::vector<std::thread> readers;
+  for (int i = 0; i < 16; ++i) {
+    readers.emplace_back([&] {
+      BlockCache::Found found;
+      auto block = cache.Acquire(owner, 5, 5 * kBlock, kBlock, false, &found);
+      if (found == BlockCache::Found::kCreated) {
+        fetches.fetch_add(1);
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        block->data.reset(new char[kBlock]);
+        std::memset(block->data.get(), 42, kBlock);
+        cache.Complete(block, Status::OK());
+      }
+      if (!cache.Wait(block).ok() || block->data[123] != 42) bad.fetch_add(1);
+    });
+  }
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(fetches.load(), 1);
+  EXPECT_EQ(bad.load(), 0);
+}
+
+TEST(BlockCache, FailedFetchReachesWaitersAndIsNotCached) {
+  BlockCache cache(10 * kBlock);
+  uint64_t owner = cache.NewOwner();
+  BlockCache::Found found;
+  auto block = cache.Acquire(owner, 1, kBlock, kBlock, false, &found);
+  ASSERT_EQ(found, BlockCache::Found::kCreated);
+  Status seen;
+  std::thread waiter([&] {
+    BlockCache::Found f;
+    auto same = cache.Acquire(owner, 1, kBlock, kBlock, false, &f);
+    EXPECT_EQ(f, BlockCache::Found::kLoading);
+    seen = cache.Wait(same);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  cache.Complete(block, Status::IOError("boom"));
+  waiter.join();
+  EXPECT_EQ(seen.code(), StatusCode::kIOError);
+  EXPECT_EQ(cache.Stats().bytes, 0u);
+  auto again = cache.Acquire(owner, 1, kBlock, kBlock, false, &found);
+  EXPECT_EQ(found, BlockCache::Found::kCreated);
+  again->data.reset(new char[kBlock]);
+  cache.Complete(again, Status::OK());
+}
+
+TEST(BlockCache, OwnersAreSeparateAndDropOwnerFreesOnlyTheirs) {
+  BlockCache cache(10 * kBlock);
+  uint64_t a = cache.NewOwner();
+  uint64_t b = cache.NewOwner();
+  ASSERT_NE(a, b);
+  BlockCache::Found found;
+  Load(cache, a, 0, &found);
+  Load(cache, b, 0, &found);
+  EXPECT_EQ(found, BlockCache::Found::kCreated);
+  cache.DropOwner(a);
+  EXPECT_EQ(cache.Stats().blocks, 1u);
+  Load(cache, b, 0, &found);
+  EXPECT_EQ(found, BlockCache::Found::kReady);
+}
+
+TEST(BlockCache, CountsPrefetchedBlocksEvictedUnread) {
+  BlockCache cache(kBlock);
+  uint64_t owner = cache.NewOwner();
+  BlockCache::Found found;
+  auto p = cache.Acquire(owner, 0, 0, kBlock, true, &found);
+  p->data.reset(new char[kBlock]);
+  cache.Complete(p, Status::OK());
+  Load(cache, owner, 1, &found);
+  EXPECT_EQ(cache.Stats().prefetch_unused, 1u);
+}
+
+// Returns how many earlier reads of its stream `offset` continues.
+uint64_t ReadsBefore(ReadPatternTracker& t, uint64_t offset, uint64_t length) {
+  return t.Record(offset, length).reads_before;
+}
+
+TEST(ReadPattern, SequentialReadsContinueAStream) {
+  ReadPatternTracker t(4 << 20);
+  EXPECT_EQ(ReadsBefore(t, 0, 131072), 0u);
+  EXPECT_EQ(t.Record(131072, 131072).bytes_before, 131072u);
+  EXPECT_EQ(t.Record(262144, 131072).bytes_before, 262144u);
+  // Slightly out of order (two FUSE threads) still continues it.
+  EXPECT_EQ(ReadsBefore(t, 524288, 131072), 3u);
+  EXPECT_EQ(ReadsBefore(t, 393216, 131072), 4u);
+}
+
+TEST(ReadPattern, RandomReadsNeverMatch) {
+  ReadPatternTracker t(4 << 20);
+  uint64_t offsets[] = {900ull << 20, 10ull << 20, 500ull << 20, 70ull << 20, 300ull << 20,
+                        (10ull << 20) + (2 << 20)};
+  for (uint64_t off : offsets) EXPECT_EQ(ReadsBefore(t, off, 4096), 0u) << off;
+}
+
+TEST(ReadPattern, SlackGrowsWithReadSizeUpToTheLimit) {
+  ReadPatternTracker t(4 << 20);
+  EXPECT_EQ(ReadsBefore(t, 0, 1 << 20), 0u);
+  EXPECT_EQ(ReadsBefore(t, 4 << 20, 1 << 20), 1u);   // 3 MiB ahead: within 4 MiB
+  EXPECT_EQ(ReadsBefore(t, 15 << 20, 1 << 20), 0u);  // 10 MiB ahead: another stream
+}
+
+TEST(ReadPattern, TracksSeveralInterleavedStreams) {
+  ReadPatternTracker t(1 << 16);
+  uint64_t bases[] = {0, 1ull << 30, 2ull << 30};
+  for (uint64_t base : bases) EXPECT_EQ(ReadsBefore(t, base, 4096), 0u);
+  for (uint64_t round = 1; round < 4; ++round) {
+    for (uint64_t base : bases) EXPECT_EQ(ReadsBefore(t, base + round * 4096, 4096), round);
+  }
+}
+
+}  // namespace
+}  // namespace stfs
