@@ -14,6 +14,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -60,6 +61,8 @@ constexpr const char* kUsage =
     "                           or by handing libfuse the source fd (splice)\n"
     "     readahead_kb=N        kernel read-ahead for the mount (default 4096; 0 keeps 128)\n"
     "     threads=N             most FUSE worker threads (default 16)\n"
+    "     log=PATH              append the background daemon's messages (read\n"
+    "                           errors, stale objects) to PATH (default: discarded)\n"
     "  -h, --help          this text\n"
     "  -V, --version       the version\n";
 
@@ -69,6 +72,7 @@ struct CommandLine {
   std::string source;
   std::string mountpoint;
   bool foreground = false;
+  std::string log_path;  // where the background daemon's stderr goes ("" = /dev/null)
   ServeOptions serve;
 #ifdef STFS_HAVE_REMOTE
   RemoteOptions remote;
@@ -104,6 +108,11 @@ Status ApplyMountOption(const std::string& option, CommandLine* cl) {
     ASSIGN_OR_RETURN(unsigned threads, ParseUnsigned(key, value));
     if (threads == 0) return Status::InvalidArgument("option threads=0: need at least one thread");
     cl->serve.max_threads = threads;
+    return Status::OK();
+  }
+  if (key == "log") {
+    if (value.empty()) return Status::InvalidArgument("option log=: expected a file path");
+    cl->log_path = value;
     return Status::OK();
   }
   if (key == "rw") return Status::InvalidArgument("option rw: stfs mounts are read-only");
@@ -234,12 +243,16 @@ void WriteAll(int fd, const std::string& text) {
   }
 }
 
-void DetachStdio() {
-  int devnull = ::open("/dev/null", O_RDWR);
+// Points the daemon's stdio away from the terminal (or the caller's pipes,
+// which would otherwise never see EOF): stderr to the log file when asked.
+void DetachStdio(const std::string& log_path) {
+  int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   if (devnull < 0) return;
+  int log = log_path.empty() ? -1 : ::open(log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   ::dup2(devnull, STDIN_FILENO);
   ::dup2(devnull, STDOUT_FILENO);
-  ::dup2(devnull, STDERR_FILENO);
+  ::dup2(log >= 0 ? log : devnull, STDERR_FILENO);
+  if (log > STDERR_FILENO) ::close(log);
   if (devnull > STDERR_FILENO) ::close(devnull);
 }
 
@@ -261,7 +274,7 @@ int ServeBackground(const CommandLine& cl) {
     bool reported = false;
     Status served = ServeFilesystem(**fs, cl.serve, [&](const Status& s) {
       if (s.ok()) {
-        DetachStdio();
+        DetachStdio(cl.log_path);
         WriteAll(report, "R");
       } else {
         WriteAll(report, "E" + s.message());
@@ -301,6 +314,8 @@ int Main(int argc, char** argv) {
     if (first == "-V" || first == "--version") { std::printf("stfs %s\n", STFS_VERSION); return 0; }
     if (first == "inspect") return RunInspect(argc, argv);
   }
+  // A reader closing a pipe (curl, log) must not kill the daemon.
+  ::signal(SIGPIPE, SIG_IGN);
   CommandLine cl;
   Status parsed = ParseMountArgs(argc, argv, &cl);
   if (!parsed.ok()) { PrintError(parsed.message()); return 2; }
