@@ -94,6 +94,8 @@ class MountTest : public ::testing::Test {
  protected:
   void TearDown() override;
 
+ public:  // shared with helper functions in the tests
+
   // Writes `bytes` as a source file in the temp dir; returns its path.
   std::string WriteSource(const std::string& bytes, const std::string& name = "model.safetensors");
   // Makes a fresh empty directory for a mount and registers it for teardown.
