@@ -200,11 +200,11 @@ void HttpRangeSource::ScheduleReadahead(uint64_t offset, size_t length, uint64_t
   if (readahead_max_ < block_size_) return;
   ReadPatternTracker::Position position = pattern_.Record(offset, length);
   if (position.reads_before < 2) return;
-  // The window grows with the stream (twice what it has read), so a short
-  // sequential read fetches little beyond itself.
+  // The window grows with the stream (as far ahead as it has read), so a
+  // short sequential read (dd count=8) fetches little beyond itself.
   uint64_t end = offset + length;
   uint64_t window =
-      std::clamp<uint64_t>(2 * (position.bytes_before + length), block_size_, readahead_max_);
+      std::clamp<uint64_t>(position.bytes_before + length, block_size_, readahead_max_);
   uint64_t limit = std::min(TensorEndAfter(end - 1), end + window);
   uint64_t from = last_block + 1;
   if (limit <= from * block_size_) return;

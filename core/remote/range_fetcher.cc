@@ -124,11 +124,10 @@ Status RangeFetcher::RunWithRetries(Mode mode, uint64_t offset, uint64_t length,
     }
     if (attempt >= retry_.retries) {
       counters_.failures.fetch_add(1);
-      std::string what = mode == Mode::kProbe ? "the first request" : RangeText(offset, length);
-      std::fprintf(stderr, "stfs: %s: giving up on %s after %d attempts: %s\n", describe_.c_str(),
-                   what.c_str(), attempt + 1, a.status.message().c_str());
-      return Status::IOError(a.status.message() + " (gave up after " +
-                             std::to_string(attempt + 1) + " attempts)");
+      Status final = Status::IOError(a.status.message() + " (gave up after " +
+                                     std::to_string(attempt + 1) + " attempts)");
+      std::fprintf(stderr, "stfs: %s\n", final.message().c_str());
+      return final;
     }
     counters_.retries.fetch_add(1);
     SleepUnlessCancelled(Backoff(attempt), cancel);
@@ -160,7 +159,12 @@ RangeFetcher::Attempt RangeFetcher::Exchange(Mode mode, uint64_t offset, uint64_
     HttpResponse r = client_.Perform(request, segments, describe_, cancel);
     counters_.requests.fetch_add(1);
     counters_.bytes_fetched.fetch_add(r.body_bytes);
-    if (r.transport_error) return {*r.transport_error, r.transport_retryable};
+    if (r.transport_error) {
+      const Status& e = *r.transport_error;
+      if (e.code() != StatusCode::kIOError) return {e, r.transport_retryable};
+      return {Status::IOError(e.message() + " for " + RangeText(offset, length)),
+              r.transport_retryable};
+    }
     if (IsRedirect(r.status)) {
       if (r.redirect_url.empty()) {
         return {Status::IOError(describe_ + ": HTTP " + std::to_string(r.status) +
@@ -272,7 +276,10 @@ RangeFetcher::Attempt RangeFetcher::JudgeFetch(const HttpResponse& r, uint64_t o
                                                uint64_t length) {
   const std::string what = RangeText(offset, length);
   const uint64_t size = identity_.size;
-  if (r.status == 412) return {MarkStale("HTTP 412 Precondition Failed on If-Match"), false};
+  if (r.status == 412) return {MarkStale(std::string("HTTP 412 Precondition Failed on ") +
+                                        (identity_.etag.empty() || IsWeakETag(identity_.etag)
+                                             ? "If-Unmodified-Since"
+                                             : "If-Match")), false};
   if (r.status == 416) {
     if (r.content_range && r.content_range->total && *r.content_range->total != size) {
       return {MarkStale("size is now " + std::to_string(*r.content_range->total) + " bytes, was " +

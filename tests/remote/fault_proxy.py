@@ -9,18 +9,20 @@ body, a rewritten ETag, dropped preconditions, expiring signed redirects and
 redirects to another origin.
 
 Control (never counted, never faulted):
-  GET /__control__/set?fault=NAME&every=K&status=S&seconds=T&etag=E&target=URL
+  GET /__control__/set?fault=NAME&every=K&limit=L&status=S&seconds=T&etag=E&target=URL
       sets the fault (fault=none clears it) and resets the request counter;
   GET /__control__/bump    makes earlier signed redirect targets expire;
-  GET /__control__/stats   returns {"requests": N, "faulted": M, "paths": [...]}.
+  GET /__control__/stats   returns {"requests": N, "faulted": M, "paths": [...],
+                           "statuses": [...]} (status sent for each request).
 
 Faults: status (answer `status`, default 503), reset (RST before any byte),
 reset_mid (RST halfway through the body), stall (headers and half the body,
 then silence for `seconds`), ignore_range (forward without Range: 200 + the
 whole object), wrong_range (Content-Range start and end shifted by one),
 short_body (half the body, then close), etag (replace the ETag with `etag`),
-strip_preconditions (drop If-Match / If-Unmodified-Since).
-`every=K` applies the fault to requests K, 2K, 3K, ... (default 1: all).
+drop_etag (remove the ETag), strip_preconditions (drop If-Match and
+If-Unmodified-Since). `every=K` applies the fault to requests K, 2K, 3K, ...
+(default 1: all); `limit=L` to at most L requests (default: no limit).
 
 Paths: /signed/PATH answers 302 to /PATH?sig=G (G the current generation);
 a request with a sig other than G gets 403. /xredirect/PATH answers 302 to
@@ -43,8 +45,9 @@ import urllib.parse
 
 UPSTREAM = None
 STATE_LOCK = threading.Lock()
-STATE = {"fault": "none", "every": 1, "status": 503, "seconds": 5.0, "etag": "",
-         "target": "", "requests": 0, "faulted": 0, "generation": 1, "paths": []}
+STATE = {"fault": "none", "every": 1, "limit": -1, "status": 503, "seconds": 5.0, "etag": "",
+         "target": "", "requests": 0, "faulted": 0, "generation": 1, "paths": [],
+         "statuses": []}
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te",
               "trailer", "upgrade"}
 
@@ -67,6 +70,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):  # keep test output quiet
         pass
 
+    def send_response(self, code, message=None):
+        if not urllib.parse.urlsplit(self.path).path.startswith("/__control__/"):
+            with STATE_LOCK:
+                STATE["statuses"].append(code)
+        super().send_response(code, message)
+
     def send_plain(self, status, body=b"", headers=None):
         self.send_response(status)
         for name, value in (headers or {}).items():
@@ -81,6 +90,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if parsed.path == "/__control__/set":
                 STATE["fault"] = query.get("fault", ["none"])[0]
                 STATE["every"] = max(1, int(query.get("every", ["1"])[0]))
+                STATE["limit"] = int(query.get("limit", ["-1"])[0])
                 STATE["status"] = int(query.get("status", ["503"])[0])
                 STATE["seconds"] = float(query.get("seconds", ["5"])[0])
                 STATE["etag"] = query.get("etag", [""])[0]
@@ -88,11 +98,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 STATE["requests"] = 0
                 STATE["faulted"] = 0
                 STATE["paths"] = []
+                STATE["statuses"] = []
             elif parsed.path == "/__control__/bump":
                 STATE["generation"] += 1
             body = json.dumps({"requests": STATE["requests"], "faulted": STATE["faulted"],
                                "generation": STATE["generation"],
-                               "paths": STATE["paths"]}).encode()
+                               "paths": STATE["paths"],
+                               "statuses": STATE["statuses"]}).encode()
         self.send_plain(200, body, {"Content-Type": "application/json"})
 
     def do_GET(self):
@@ -105,6 +117,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             STATE["paths"].append(self.path)
             fault = STATE["fault"]
             hit = fault != "none" and STATE["requests"] % STATE["every"] == 0
+            if STATE["limit"] >= 0 and STATE["faulted"] >= STATE["limit"]:
+                hit = False
             if hit:
                 STATE["faulted"] += 1
             config = dict(STATE)
@@ -159,6 +173,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             out_headers = fixed
         if hit and fault == "etag":
             out_headers = [(k, config["etag"] if k.lower() == "etag" else v) for k, v in out_headers]
+        if hit and fault == "drop_etag":
+            out_headers = [(k, v) for k, v in out_headers if k.lower() != "etag"]
 
         self.send_response(response.status)
         for k, v in out_headers:

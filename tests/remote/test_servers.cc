@@ -274,6 +274,8 @@ void FaultProxy::Set(const std::string& query) const { Control("set?" + query); 
 
 void FaultProxy::Bump() const { Control("bump"); }
 
+std::string FaultProxy::StatsJson() const { return Control("stats"); }
+
 int FaultProxy::Requests() const {
   std::string body = Control("stats");
   size_t at = body.find("\"requests\":");

@@ -70,6 +70,8 @@ class FaultProxy {
   void Bump() const;
   // Requests forwarded or answered since the last Set().
   int Requests() const;
+  // The proxy's counters as JSON: requests, faulted, paths, statuses.
+  std::string StatsJson() const;
 
  private:
   FaultProxy() = default;

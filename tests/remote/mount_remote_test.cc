@@ -1,0 +1,219 @@
+// Real mounts of remote objects: the stfs binary over nginx (and the fault
+// proxy), checked the way a user sees them — every byte through the kernel,
+// `stfs inspect URL` request counts, dd fetching about what it reads, errno
+// EIO / ESTALE with the mount alive, hf:// with a token, and __stats__.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "tests/fs/mount_harness.h"
+#include "tests/remote/remote_test_util.h"
+#include "tests/remote/test_servers.h"
+
+namespace stfs::testing {
+namespace {
+
+constexpr uint64_t kMiB = 1 << 20;
+
+class RemoteMount : public MountTest {
+ protected:
+  void SetUp() override {
+    std::string error;
+    nginx_ = NginxServer::Start(dir_.path(), &error);
+    ASSERT_NE(nginx_, nullptr) << error;
+  }
+  void TearDown() override {
+    MountTest::TearDown();
+    proxy_.reset();
+    nginx_.reset();
+  }
+
+  // Writes `bytes` as NAME in the served dir and returns its URL.
+  std::string Serve(const std::string& bytes, const std::string& name = "model.safetensors") {
+    WriteSource(bytes, name);
+    return nginx_->Url("/" + name);
+  }
+
+  std::vector<LoggedRequest> Logged() const {
+    usleep(50000);
+    return nginx_->Requests();
+  }
+
+  // Reads `path` with read(2); returns the bytes, or sets *err to the errno.
+  static std::string ReadFile(const std::string& path, int* err, uint64_t offset = 0,
+                              size_t length = SIZE_MAX) {
+    *err = 0;
+    int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) {
+      *err = errno;
+      return "";
+    }
+    std::string out;
+    char buf[1 << 16];
+    while (out.size() < length) {
+      ssize_t n = ::pread(fd, buf, std::min(sizeof buf, length - out.size()), offset + out.size());
+      if (n < 0) {
+        *err = errno;
+        break;
+      }
+      if (n == 0) break;
+      out.append(buf, static_cast<size_t>(n));
+    }
+    ::close(fd);
+    return out;
+  }
+
+  nlohmann::json Stats(const std::string& mnt) {
+    int err = 0;
+    std::string text = ReadFile(mnt + "/__stats__", &err);
+    EXPECT_EQ(err, 0) << std::strerror(err);
+    return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  }
+
+  std::unique_ptr<NginxServer> nginx_;
+  std::unique_ptr<FaultProxy> proxy_;
+};
+
+TEST_F(RemoteMount, ServesEveryTensorByteForByte) {
+  std::vector<TestTensor> tensors = {{"embed", DType::F16, {1000, 3001}, ""},
+                                     {"layers.0/attn%q", DType::BF16, {7, 3}, ""},
+                                     {"scalar", DType::F64, {}, ""},
+                                     {"empty", DType::I32, {0, 4}, ""},
+                                     {"tail", DType::U8, {5 * kMiB + 3}, ""}};
+  std::string url = Serve(BuildSafetensors(tensors, R"({"format":"pt"})"));
+  std::string mnt = MountFile(url, {"-o", "block_size=1M,cache_size=16M"});
+  ASSERT_FALSE(mnt.empty());
+  ExpectRootListing(mnt, tensors);
+  for (const TestTensor& t : tensors) ExpectTensorServed(mnt, t);
+  int err = 0;
+  EXPECT_EQ(ReadFile(mnt + "/__metadata__", &err), "{\"format\":\"pt\"}\n");
+}
+
+TEST_F(RemoteMount, InspectOfASmallHeaderIsOneRequest) {
+  std::string url = Serve(FileWithTensorSizes({3 * kMiB, 1000, 77}));
+  CommandResult r = RunStfs({"inspect", url});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("tensor.1"), std::string::npos) << r.out;
+  std::vector<LoggedRequest> log = Logged();
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_EQ(log[0].range, "bytes=0-99999");
+}
+
+TEST_F(RemoteMount, DdOfEightMiBFetchesAboutEightMiB) {
+  std::string url = Serve(FileWithTensorSizes({256 * kMiB}));
+  std::string mnt = MountFile(url);
+  ASSERT_FALSE(mnt.empty());
+  nginx_->ClearLog();
+  std::string out = dir_.path() + "/dd.out";
+  CommandResult r = RunCommand({"dd", "if=" + mnt + "/tensor.0/data", "of=" + out, "bs=1M",
+                                "count=8", "status=none"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ReadWholeFile(out).size(), 8 * kMiB);
+  uint64_t fetched = 0;
+  for (const LoggedRequest& req : Logged()) fetched += req.bytes;
+  EXPECT_GE(fetched, 8 * kMiB);
+  // 8 MiB read + the kernel's read-ahead (4 MiB) + ours (as far as the
+  // reader got) + block rounding: far from the 256 MiB tensor.
+  EXPECT_LE(fetched, 32 * kMiB) << "fetched " << fetched;
+}
+
+TEST_F(RemoteMount, ServerErrorsAreEioAndTheMountStaysUp) {
+  std::vector<TestTensor> tensors = {{"a", DType::U8, {3 * kMiB}, ""}, {"b", DType::U8, {3 * kMiB}, ""}};
+  Serve(BuildSafetensors(tensors));
+  std::string error;
+  proxy_ = FaultProxy::Start(nginx_->Url(""), &error);
+  ASSERT_NE(proxy_, nullptr) << error;
+  std::string mnt = MountFile(proxy_->Url("/model.safetensors"),
+                              {"-o", "retries=1,retry_delay=10ms,block_size=1M"});
+  ASSERT_FALSE(mnt.empty());
+  int err = 0;
+  EXPECT_EQ(ReadFile(mnt + "/a/data", &err), tensors[0].bytes);
+  proxy_->Set("fault=status&status=503");
+  // (b's first bytes share a block with a's last ones, which is cached.)
+  ReadFile(mnt + "/b/data", &err, 2 * kMiB, 4096);
+  EXPECT_EQ(err, EIO) << std::strerror(err);
+  // Still mounted and answering: metadata, cached data, the stats file.
+  EXPECT_TRUE(IsMounted(mnt));
+  EXPECT_EQ(ReadFile(mnt + "/b/dtype", &err), "U8\n");
+  EXPECT_EQ(ReadFile(mnt + "/a/data", &err, kMiB, 1000), tensors[0].bytes.substr(kMiB, 1000));
+  EXPECT_GE(Stats(mnt)["source"]["failures"].get<uint64_t>(), 1u);
+  proxy_->Set("fault=none");
+  EXPECT_EQ(ReadFile(mnt + "/b/data", &err), tensors[1].bytes);
+  EXPECT_EQ(err, 0);
+}
+
+TEST_F(RemoteMount, ReplacedObjectIsEstaleAndTheMountStaysUp) {
+  std::vector<TestTensor> tensors = {{"a", DType::U8, {2 * kMiB}, ""}, {"b", DType::U8, {6 * kMiB}, ""}};
+  std::string url = Serve(BuildSafetensors(tensors));
+  std::string mnt = MountFile(url, {"-o", "block_size=1M"});
+  ASSERT_FALSE(mnt.empty());
+  int err = 0;
+  EXPECT_EQ(ReadFile(mnt + "/a/data", &err), tensors[0].bytes);
+  std::vector<TestTensor> other = {{"a", DType::U8, {2 * kMiB}, ""}, {"b", DType::U8, {6 * kMiB}, ""}};
+  std::string tmp = WriteSource(BuildSafetensors(other), "model.safetensors.new");
+  timespec times[2] = {{0, UTIME_OMIT}, {time(nullptr) + 3600, 0}};
+  ASSERT_EQ(utimensat(AT_FDCWD, tmp.c_str(), times, 0), 0);
+  ASSERT_EQ(std::rename(tmp.c_str(), (dir_.path() + "/model.safetensors").c_str()), 0);
+  ReadFile(mnt + "/b/data", &err, 4 * kMiB, 4096);
+  EXPECT_EQ(err, ESTALE) << std::strerror(err);
+  EXPECT_TRUE(IsMounted(mnt));
+  EXPECT_EQ(ReadFile(mnt + "/a/data", &err), tensors[0].bytes);  // cached: the first version
+  EXPECT_TRUE(Stats(mnt)["source"]["stale"].get<bool>());
+}
+
+TEST_F(RemoteMount, HubLocationUsesEndpointAndToken) {
+  std::vector<TestTensor> tensors = {{"w", DType::F32, {300, 1000}, ""}};
+  Serve(BuildSafetensors(tensors), "model.safetensors");
+  setenv("HF_ENDPOINT", nginx_->Url("/hub").c_str(), 1);
+  setenv("HF_TOKEN", "hf_mounttoken", 1);
+  std::string mnt = MountFile("hf://org/repo/model.safetensors@main");
+  unsetenv("HF_ENDPOINT");
+  unsetenv("HF_TOKEN");
+  ASSERT_FALSE(mnt.empty());
+  ExpectTensorServed(mnt, tensors[0]);
+  std::vector<LoggedRequest> log = Logged();
+  ASSERT_FALSE(log.empty());
+  EXPECT_EQ(log[0].uri, "/hub/org/repo/resolve/main/model.safetensors");
+  for (const LoggedRequest& r : log) EXPECT_EQ(r.authorization, "Bearer hf_mounttoken") << r.uri;
+}
+
+TEST_F(RemoteMount, StatsFileReportsWhatWasFetched) {
+  std::vector<TestTensor> tensors = {{"x", DType::U8, {6 * kMiB}, ""}, {"y", DType::U8, {10 * kMiB}, ""}};
+  std::string url = Serve(BuildSafetensors(tensors));
+  std::string mnt = MountFile(url, {"-o", "block_size=1M"});
+  ASSERT_FALSE(mnt.empty());
+  int err = 0;
+  ASSERT_EQ(ReadFile(mnt + "/x/data", &err), tensors[0].bytes);
+  nlohmann::json s = Stats(mnt);
+  ASSERT_TRUE(s.is_object());
+  ASSERT_TRUE(s["source"].is_object()) << s.dump();
+  const nlohmann::json& src = s["source"];
+  EXPECT_EQ(src["type"], "http");
+  EXPECT_EQ(src["url"], url);
+  EXPECT_GE(src["bytes_fetched"].get<uint64_t>(), 6 * kMiB);
+  // Reading x must not pull in y: at most x's blocks (+1 shared at the edge).
+  EXPECT_LE(src["bytes_fetched"].get<uint64_t>(), 8 * kMiB);
+  EXPECT_GT(src["requests"].get<uint64_t>(), 1u);
+  EXPECT_EQ(src["stale"], false);
+  uint64_t fetched = 0;
+  for (const LoggedRequest& r : Logged()) fetched += r.bytes;
+  EXPECT_EQ(fetched, src["bytes_fetched"].get<uint64_t>());
+}
+
+TEST_F(RemoteMount, UnreachableServerIsRefusedWithOneLine) {
+  std::string url = nginx_->Url("/missing.safetensors");
+  std::string mnt = NewMountpoint();
+  CommandResult r = RunStfs({url, mnt});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("404"), std::string::npos) << r.err;
+  EXPECT_FALSE(IsMounted(mnt));
+}
+
+}  // namespace
+}  // namespace stfs::testing
