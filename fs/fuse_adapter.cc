@@ -21,6 +21,7 @@
 #include <cerrno>
 #include <csignal>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -116,6 +117,10 @@ void OnInit(void* userdata, fuse_conn_info* conn) {
   // 1 MiB reads: the most libfuse 3.14's buffer allows.
   conn->max_write = 1 << 20;
   conn->max_readahead = 1 << 20;
+  // libfuse insists that init() repeat a max_read= mount option.
+  for (const std::string& option : ctx->options->fuse_options) {
+    if (option.rfind("max_read=", 0) == 0) conn->max_read = static_cast<unsigned>(std::strtoul(option.c_str() + 9, nullptr, 10));
+  }
   if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
   if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
