@@ -85,7 +85,15 @@ CMAKE_ARGS=(-DSTFS_BUILD_FS=OFF -DSTFS_BUILD_REMOTE=OFF -DSTFS_BUILD_CUDA=ON -DC
 PREFIXES=()
 [[ -d "$DEPS/usr" ]] && PREFIXES+=("$DEPS/usr")
 
-if [[ ! -f /usr/include/nlohmann/json.hpp && ! -f "$DEPS/usr/include/nlohmann/json.hpp" ]]; then
+# GPU_CHECK_IGNORE_SYSTEM_DEPS=1 rehearses, on a machine that has them, the
+# path taken where the system lacks nlohmann-json and GoogleTest.
+SYSTEM_DEPS=1
+[[ "${GPU_CHECK_IGNORE_SYSTEM_DEPS:-0}" == 1 ]] && SYSTEM_DEPS=0
+if [[ $SYSTEM_DEPS == 1 && -f /usr/include/nlohmann/json.hpp ]]; then
+  :
+elif [[ -f "$DEPS/usr/share/cmake/nlohmann_json/nlohmann_jsonConfig.cmake" ]]; then
+  CMAKE_ARGS+=(-Dnlohmann_json_DIR="$DEPS/usr/share/cmake/nlohmann_json")
+else
   # Last resort: a json.hpp shipped inside PyTorch, wrapped in a small
   # CMake package so core's find_package(nlohmann_json) succeeds.
   JSON_INC=$(python3 - <<'EOF' 2>/dev/null || true
@@ -117,14 +125,14 @@ have_system_gtest() {
     compgen -G "/usr/local/lib*/cmake/GTest/GTestConfig.cmake" >/dev/null
 }
 TESTS=1
-if ! have_system_gtest; then
+if [[ $SYSTEM_DEPS == 0 ]] || ! have_system_gtest; then
   if [[ -f "$DEPS/usr/src/googletest/CMakeLists.txt" ]]; then
     log "building GoogleTest from .gpu-deps"
     cmake -S "$DEPS/usr/src/googletest" -B "$BUILD/_gtest" -DBUILD_GMOCK=OFF -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DCMAKE_INSTALL_PREFIX="$BUILD/_gtest/install" >/dev/null
     cmake --build "$BUILD/_gtest" -j "$JOBS" >/dev/null
     cmake --install "$BUILD/_gtest" >/dev/null
-    PREFIXES+=("$BUILD/_gtest/install")
+    CMAKE_ARGS+=(-DGTest_DIR="$(dirname "$(find "$BUILD/_gtest/install" -name GTestConfig.cmake | head -1)")")
   else
     echo "gpu-check: GoogleTest not found and no .gpu-deps: building without the gtest suite" >&2
     TESTS=0
@@ -142,8 +150,9 @@ fi
 # ---- build ---------------------------------------------------------------
 log "configure and build (stfs_gpu, tests, libstfs_gpu.so, benchmark) in $BUILD"
 T0=$(now)
-cmake -S "$ROOT" -B "$BUILD" "${CMAKE_ARGS[@]}" > "$BUILD.configure.log" 2>&1 || { cat "$BUILD.configure.log"; exit 1; }
-grep -E "stfs-gpu" "$BUILD.configure.log" || true
+mkdir -p "$BUILD"
+cmake -S "$ROOT" -B "$BUILD" "${CMAKE_ARGS[@]}" > "$BUILD/configure.log" 2>&1 || { cat "$BUILD/configure.log"; exit 1; }
+grep -E "stfs-gpu" "$BUILD/configure.log" || true
 TARGETS=(stfs_gpu stfs_gpu_shared stfs_gpu_bench)
 [[ $TESTS == 1 ]] && TARGETS+=(stfs_gpu_tests)
 cmake --build "$BUILD" -j "$JOBS" --target "${TARGETS[@]}" 2>&1 | grep -E "error|warning: |Built target" || true

@@ -10,6 +10,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <system_error>
 #include <thread>
 
 namespace stfs::gpu {
@@ -149,8 +150,12 @@ Status Pipeline::Run(const TensorSource& source, SegmentStream* segments, void* 
         spawn = caller && helpers.empty() && threads_ > 1 && planner.HasMore();
       }
       if (spawn) {
-        for (int i = 1; i < threads_; ++i) helpers.emplace_back(work, false);
         caller = false;
+        try {
+          for (int i = 1; i < threads_; ++i) helpers.emplace_back(work, false);
+        } catch (const std::system_error&) {
+          // No more threads to be had: the ones running finish the load.
+        }
       }
       char* buffer = staging_[static_cast<size_t>(lane)];
       Status s = engine_->WaitLane(lane);
