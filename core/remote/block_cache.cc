@@ -1,9 +1,20 @@
 // BlockCache (see block_cache.h).
 #include "core/remote/block_cache.h"
 
+#include <sys/mman.h>
+
 #include "core/remote/remote_source.h"
 
 namespace stfs {
+
+BlockBuffer AllocateBlockBuffer(size_t length) {
+  constexpr size_t kHugePage = 2 << 20;
+  if (length < kHugePage) return BlockBuffer(static_cast<char*>(std::malloc(length ? length : 1)));
+  size_t rounded = (length + kHugePage - 1) / kHugePage * kHugePage;
+  char* p = static_cast<char*>(std::aligned_alloc(kHugePage, rounded));
+  if (p) ::madvise(p, rounded, MADV_HUGEPAGE);  // a hint: failure is harmless
+  return BlockBuffer(p);
+}
 
 BlockCache::BlockCache(uint64_t budget_bytes) : budget_(budget_bytes) {}
 
@@ -16,12 +27,37 @@ uint64_t BlockCache::NewOwner() {
   return next_owner_++;
 }
 
+void BlockCache::Recycle(BlockBuffer buffer, size_t length) {
+  if (!buffer || bytes_ + spare_bytes_ + length > budget_) return;
+  spare_bytes_ += length;
+  spare_.emplace_back(length, std::move(buffer));
+}
+
+BlockBuffer BlockCache::TakeBuffer(size_t length) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = spare_.begin(); it != spare_.end(); ++it) {
+      if (it->first == length) {
+        BlockBuffer buffer = std::move(it->second);
+        spare_bytes_ -= length;
+        spare_.erase(it);
+        return buffer;
+      }
+    }
+  }
+  return AllocateBlockBuffer(length);
+}
+
 void BlockCache::Remove(std::unordered_map<Key, Entry, KeyHash>::iterator it) {
-  const std::shared_ptr<CachedBlock>& block = it->second.block;
+  std::shared_ptr<CachedBlock> block = std::move(it->second.block);
   if (block->prefetched && !block->used && block->state == CachedBlock::State::kReady) {
     ++prefetch_unused_;
   }
   bytes_ -= block->length;
+  // Nobody else holds it (no reader copying): its buffer can serve a new block.
+  if (block.use_count() == 1 && block->state == CachedBlock::State::kReady) {
+    Recycle(std::move(block->data), block->length);
+  }
   lru_.erase(it->second.lru);
   entries_.erase(it);
 }
@@ -56,6 +92,12 @@ std::shared_ptr<CachedBlock> BlockCache::Acquire(uint64_t owner, uint64_t index,
     return block;
   }
   EvictFor(length);
+  // Spare buffers beyond what the budget leaves free go back to the system
+  // (one block of slack: the new block is about to take a spare).
+  while (!spare_.empty() && bytes_ + spare_bytes_ > budget_) {
+    spare_bytes_ -= spare_.back().first;
+    spare_.pop_back();
+  }
   if (prefetch && bytes_ + length > budget_) {
     *found = Found::kNoRoom;
     return nullptr;
@@ -113,6 +155,7 @@ BlockCacheStats BlockCache::Stats() const {
   BlockCacheStats s;
   s.budget = budget_;
   s.bytes = bytes_;
+  s.spare_bytes = spare_bytes_;
   s.blocks = entries_.size();
   s.evictions = evictions_;
   s.prefetch_unused = prefetch_unused_;

@@ -178,7 +178,7 @@ Status HttpRangeSource::FetchBlocks(const std::vector<std::shared_ptr<CachedBloc
   uint64_t total = 0;
   Status status;
   for (const auto& block : run) {
-    block->data.reset(new (std::nothrow) char[block->length]);
+    block->data = cache_->TakeBuffer(block->length);
     if (!block->data) {
       status = Status::ResourceExhausted(fetcher_->describe() + ": out of memory for a " +
                                          std::to_string(block->length) + "-byte block");
@@ -199,12 +199,15 @@ Status HttpRangeSource::FetchBlocks(const std::vector<std::shared_ptr<CachedBloc
 void HttpRangeSource::ScheduleReadahead(uint64_t offset, size_t length, uint64_t last_block) const {
   if (readahead_max_ < block_size_) return;
   ReadPatternTracker::Position position = pattern_.Record(offset, length);
-  if (position.reads_before < 2) return;
+  // Only a stream that has read two blocks' worth earns read-ahead: short
+  // reads (dd count=8, a header, a small tensor) fetch about what they read,
+  // and the kernel's own read-ahead already covers their next request.
+  if (position.reads_before < 2 || position.bytes_before < 2 * block_size_) return;
   // The window grows with the stream (as far ahead as it has read), so a
   // short sequential read (dd count=8) fetches little beyond itself.
   uint64_t end = offset + length;
   uint64_t window =
-      std::clamp<uint64_t>(position.bytes_before + length, block_size_, readahead_max_);
+      std::clamp<uint64_t>((position.bytes_before + length) / 2, block_size_, readahead_max_);
   uint64_t limit = std::min(TensorEndAfter(end - 1), end + window);
   uint64_t from = last_block + 1;
   if (limit <= from * block_size_) return;
@@ -267,6 +270,7 @@ std::string HttpRangeSource::StatsJson() const {
   field(&out, "cache_size", cache.budget);
   field(&out, "cache_bytes", cache.bytes);
   field(&out, "cache_blocks", cache.blocks);
+  field(&out, "cache_spare_bytes", cache.spare_bytes);
   field(&out, "readahead_max", readahead_max_);
   field(&out, "reads", reads_.load());
   field(&out, "bytes_read", bytes_read_.load());

@@ -22,7 +22,7 @@ std::shared_ptr<CachedBlock> Load(BlockCache& cache, uint64_t owner, uint64_t in
                                   BlockCache::Found* found) {
   auto block = cache.Acquire(owner, index, index * kBlock, kBlock, false, found);
   if (*found == BlockCache::Found::kCreated) {
-    block->data.reset(new char[kBlock]);
+    block->data = cache.TakeBuffer(kBlock);
     std::memset(block->data.get(), static_cast<int>(index), kBlock);
     cache.Complete(block, Status::OK());
   }
@@ -58,8 +58,31 @@ TEST(BlockCache, EvictedBlockStaysReadableForItsHolder) {
   Load(cache, owner, 8, &found);  // evicts 7 from the cache
   EXPECT_EQ(cache.Stats().blocks, 1u);
   ASSERT_TRUE(held->data);
-  EXPECT_EQ(held->data[0], 7);
-  EXPECT_EQ(held->data[kBlock - 1], 7);
+  EXPECT_EQ(held->data.get()[0], 7);
+  EXPECT_EQ(held->data.get()[kBlock - 1], 7);
+}
+
+TEST(BlockCache, BuffersOfEvictedBlocksAreReused) {
+  BlockCache cache(2 * kBlock);
+  uint64_t owner = cache.NewOwner();
+  BlockCache::Found found;
+  const char* first = Load(cache, owner, 0, &found)->data.get();
+  Load(cache, owner, 1, &found);
+  auto third = Load(cache, owner, 2, &found);  // evicts block 0, reuses its buffer
+  EXPECT_EQ(third->data.get(), first);
+  EXPECT_EQ(third->data.get()[kBlock - 1], 2);
+  BlockCacheStats stats = cache.Stats();
+  EXPECT_LE(stats.bytes + stats.spare_bytes, 2 * kBlock);
+}
+
+TEST(BlockCache, BufferHeldByAReaderIsNotReused) {
+  BlockCache cache(kBlock);
+  uint64_t owner = cache.NewOwner();
+  BlockCache::Found found;
+  auto held = Load(cache, owner, 0, &found);
+  auto next = Load(cache, owner, 1, &found);
+  EXPECT_NE(next->data.get(), held->data.get());
+  EXPECT_EQ(held->data.get()[0], 0);
 }
 
 TEST(BlockCache, PrefetchNeverExceedsTheBudget) {
@@ -76,7 +99,7 @@ TEST(BlockCache, PrefetchNeverExceedsTheBudget) {
   auto d = cache.Acquire(owner, 3, 3 * kBlock, kBlock, false, &found);
   EXPECT_EQ(found, BlockCache::Found::kCreated);
   for (auto& block : {a, b, d}) {
-    block->data.reset(new char[kBlock]);
+    block->data = AllocateBlockBuffer(kBlock);
     cache.Complete(block, Status::OK());
   }
   EXPECT_LE(cache.Stats().bytes, 2 * kBlock);
@@ -95,11 +118,11 @@ TEST(BlockCache, ManyReadersShareOneFetch) {
       if (found == BlockCache::Found::kCreated) {
         fetches.fetch_add(1);
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        block->data.reset(new char[kBlock]);
+        block->data = AllocateBlockBuffer(kBlock);
         std::memset(block->data.get(), 42, kBlock);
         cache.Complete(block, Status::OK());
       }
-      if (!cache.Wait(block).ok() || block->data[123] != 42) bad.fetch_add(1);
+      if (!cache.Wait(block).ok() || block->data.get()[123] != 42) bad.fetch_add(1);
     });
   }
   for (auto& t : readers) t.join();
@@ -127,7 +150,7 @@ TEST(BlockCache, FailedFetchReachesWaitersAndIsNotCached) {
   EXPECT_EQ(cache.Stats().bytes, 0u);
   auto again = cache.Acquire(owner, 1, kBlock, kBlock, false, &found);
   EXPECT_EQ(found, BlockCache::Found::kCreated);
-  again->data.reset(new char[kBlock]);
+  again->data = AllocateBlockBuffer(kBlock);
   cache.Complete(again, Status::OK());
 }
 
@@ -151,7 +174,7 @@ TEST(BlockCache, CountsPrefetchedBlocksEvictedUnread) {
   uint64_t owner = cache.NewOwner();
   BlockCache::Found found;
   auto p = cache.Acquire(owner, 0, 0, kBlock, true, &found);
-  p->data.reset(new char[kBlock]);
+  p->data = AllocateBlockBuffer(kBlock);
   cache.Complete(p, Status::OK());
   Load(cache, owner, 1, &found);
   EXPECT_EQ(cache.Stats().prefetch_unused, 1u);

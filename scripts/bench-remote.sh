@@ -1,0 +1,255 @@
+#!/usr/bin/env bash
+# bench-remote.sh: how fast a remote safetensors object reads through an stfs
+# mount, against curl fetching the same bytes from the same local nginx, in
+# one run on this machine.
+#
+#   1. sequential: a 1 GiB tensor read once through a fresh mount (dd bs=1M)
+#      vs `curl -r A-B` of the same byte range (both to /dev/null), as GB/s
+#      and their ratio; then the same data read again through the mount
+#      (cached) vs the same bytes read from the local file (warm page cache);
+#   2. bytes fetched from the server vs bytes read, from __stats__;
+#   3. random: 1 MiB preads at random offsets in the tensor on a fresh mount,
+#      as MB/s, with bytes fetched vs bytes read, for the default block size
+#      and for -o block_size=1M.
+#
+# Each mount read is paired with a curl (or local) read just before it, as
+# the load on a shared machine changes from second to second; ratios are
+# medians over STFS_BENCH_TRIALS rounds (default 3). Needs nginx (run
+# scripts/setup.sh), curl, python3 and /dev/fuse. Never writes outside its
+# temp dir; stops nginx and unmounts everything on exit.
+#
+# usage: scripts/bench-remote.sh           (environment knobs below)
+#   STFS_BIN=path/to/stfs     use this binary instead of building build-bench-remote/
+#   STFS_BENCH_MIB=1024       tensor size in MiB
+#   STFS_BENCH_TRIALS=3       rounds
+#   STFS_BENCH_RANDOM=256     random 1 MiB reads per round
+#   STFS_BENCH_OPTS=...       extra -o options for every mount (e.g. connections=8)
+#   TMPDIR=/tmp               where the temp dir goes
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SIZE_MIB="${STFS_BENCH_MIB:-1024}"
+TRIALS="${STFS_BENCH_TRIALS:-3}"
+RANDOM_READS="${STFS_BENCH_RANDOM:-256}"
+EXTRA_OPTS="${STFS_BENCH_OPTS:-}"
+NGINX=/usr/sbin/nginx
+
+die() { echo "bench-remote: $*" >&2; exit 1; }
+note() { echo "# $*" >&2; }
+
+[[ -x "$NGINX" ]] || die "$NGINX not found: run scripts/setup.sh"
+for tool in curl python3 dd fusermount3 awk sort; do
+  command -v "$tool" >/dev/null || die "$tool not found (run scripts/setup.sh)"
+done
+
+# --- the binary ----------------------------------------------------------------
+STFS="${STFS_BIN:-}"
+if [[ -z "$STFS" ]]; then
+  BUILD="$ROOT/build-bench-remote"
+  note "building stfs in $BUILD"
+  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DSTFS_BUILD_TESTS=OFF \
+    -DSTFS_BUILD_CUDA=OFF -DSTFS_BUILD_REMOTE=ON >/dev/null
+  cmake --build "$BUILD" -j2 --target stfs >/dev/null
+  STFS="$BUILD/fs/stfs"
+fi
+[[ -x "$STFS" ]] || die "no stfs binary at $STFS"
+
+# --- temp dir, nginx, cleanup ----------------------------------------------------
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/stfs-bench-remote.XXXXXX")"
+MOUNTS=()
+NGINX_PID=""
+cleanup() {
+  local m
+  for m in "${MOUNTS[@]}"; do
+    if mountpoint -q "$m" 2>/dev/null; then
+      fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m" 2>/dev/null || true
+    fi
+  done
+  [[ -n "$NGINX_PID" ]] && kill "$NGINX_PID" 2>/dev/null && wait "$NGINX_PID" 2>/dev/null
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+need_mib=$((SIZE_MIB + 64))
+avail_mib=$(df --output=avail -BM "$WORK" | tail -1 | tr -dc 0-9)
+((avail_mib >= need_mib)) || die "$WORK has ${avail_mib} MiB free, need ${need_mib} MiB (set TMPDIR)"
+
+PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+mkdir -p "$WORK/www"
+cat >"$WORK/nginx.conf" <<EOF
+daemon off;
+master_process off;
+worker_processes 1;
+pid $WORK/nginx.pid;
+error_log $WORK/error.log warn;
+events { worker_connections 256; }
+http {
+  access_log off;
+  client_body_temp_path $WORK/client_body;
+  proxy_temp_path $WORK/proxy;
+  fastcgi_temp_path $WORK/fastcgi;
+  uwsgi_temp_path $WORK/uwsgi;
+  scgi_temp_path $WORK/scgi;
+  default_type application/octet-stream;
+  sendfile on;
+  keepalive_requests 1000000;
+  server { listen 127.0.0.1:$PORT; root $WORK/www; }
+}
+EOF
+"$NGINX" -e "$WORK/error.log" -p "$WORK/" -c "$WORK/nginx.conf" &
+NGINX_PID=$!
+for _ in $(seq 100); do
+  curl -s -o /dev/null "http://127.0.0.1:$PORT/" && break
+  sleep 0.05
+done
+kill -0 "$NGINX_PID" 2>/dev/null || die "nginx did not start: $(cat "$WORK/error.log")"
+
+# --- the file ----------------------------------------------------------------------
+# One small tensor, then "big" (SIZE bytes of non-zero pseudo-random data, a
+# 16 MiB block of urandom repeated). Prints the file offset of big's first byte.
+make_file() {  # path size
+  python3 - "$@" <<'PY'
+import json, os, struct, sys
+path, size = sys.argv[1], int(sys.argv[2])
+header = {"__metadata__": {"bench": "bench-remote"},
+          "small": {"dtype": "F32", "shape": [1000], "data_offsets": [0, 4000]},
+          "big": {"dtype": "U8", "shape": [size], "data_offsets": [4000, 4000 + size]}}
+h = json.dumps(header, separators=(",", ":")).encode()
+h += b" " * (-(8 + len(h)) % 8)
+block = os.urandom(16 << 20)
+with open(path, "wb") as f:
+    f.write(struct.pack("<Q", len(h)) + h)
+    f.write(os.urandom(4000))
+    left = size
+    while left > 0:
+        chunk = block[:min(len(block), left)]
+        f.write(chunk)
+        left -= len(chunk)
+print(8 + len(h) + 4000)
+PY
+}
+
+# --- measuring -----------------------------------------------------------------------
+now_ns() { date +%s%N; }
+gbps() { awk -v b="$1" -v ns="$2" 'BEGIN { printf "%.3f\n", b / ns }'; }
+
+# Reads COUNT bytes of FILE from byte SKIP with dd bs=1M; prints GB/s.
+dd_gbps() {  # file skip count
+  local t0 t1
+  t0=$(now_ns)
+  dd if="$1" of=/dev/null bs=1M iflag=skip_bytes,count_bytes skip="$2" count="$3" status=none
+  t1=$(now_ns)
+  gbps "$3" "$((t1 - t0))"
+}
+
+# Fetches bytes [FIRST, FIRST+COUNT) of URL with curl; prints GB/s.
+curl_gbps() {  # url first count
+  local t0 t1 got
+  t0=$(now_ns)
+  got=$(curl -s -o /dev/null -w '%{size_download}' -r "$2-$(($2 + $3 - 1))" "$1")
+  t1=$(now_ns)
+  [[ "$got" == "$3" ]] || die "curl fetched $got bytes, expected $3"
+  gbps "$3" "$((t1 - t0))"
+}
+
+median() { sort -g | awk '{ v[NR] = $1 } END { printf "%.3f\n", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f\n", (b > 0 ? a / b : 0) }'; }
+
+# Prints field KEY of the "source" object in MNT/__stats__.
+source_stat() {  # mnt key
+  python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["source"][sys.argv[2]])' "$1/__stats__" "$2"
+}
+
+mount_count=0
+# Mounts URL with -o OPTIONS (may be empty); sets MNT.
+do_mount() {  # url options
+  MNT="$WORK/m$((mount_count++))"
+  mkdir -p "$MNT"
+  MOUNTS+=("$MNT")
+  local opts="$2"
+  [[ -n "$EXTRA_OPTS" ]] && opts="${opts:+$opts,}$EXTRA_OPTS"
+  if [[ -n "$opts" ]]; then "$STFS" -o "$opts" "$1" "$MNT"; else "$STFS" "$1" "$MNT"; fi
+}
+do_unmount() { fusermount3 -u "$1"; rmdir "$1"; }
+
+# Reads N random 1 MiB ranges of FILE (SIZE bytes); prints MB/s.
+random_mbps() {  # file size n
+  python3 - "$@" <<'PY'
+import os, random, sys, time
+path, size, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rng = random.Random(1234)
+offsets = [rng.randrange(0, size - (1 << 20)) & ~4095 for _ in range(n)]
+fd = os.open(path, os.O_RDONLY)
+t0 = time.monotonic()
+for off in offsets:
+    if len(os.pread(fd, 1 << 20, off)) != 1 << 20:
+        sys.exit("short read at %d" % off)
+t1 = time.monotonic()
+os.close(fd)
+print("%.1f" % (n * (1 << 20) / (t1 - t0) / 1e6))
+PY
+}
+
+# --- run ------------------------------------------------------------------------------------
+SIZE=$((SIZE_MIB * 1024 * 1024))
+FILE="$WORK/www/model.safetensors"
+URL="http://127.0.0.1:$PORT/model.safetensors"
+
+echo "stfs remote benchmark — $(date -u '+%Y-%m-%d %H:%M UTC')"
+echo "machine: $(nproc) CPUs ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo) RAM, kernel $(uname -r); $($NGINX -v 2>&1 | sed 's/.*: //') on 127.0.0.1; $(curl --version | head -1 | cut -d' ' -f1-2)"
+echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "stfs: $STFS; tensor: $SIZE_MIB MiB; trials: $TRIALS; reader: dd bs=1M; extra -o: ${EXTRA_OPTS:-none}"
+echo
+
+note "writing $SIZE_MIB MiB tensor to $FILE"
+START=$(make_file "$FILE" "$SIZE")
+cat "$FILE" >/dev/null
+cat "$FILE" >/dev/null
+
+curl_runs=() first_runs=() first_ratios=() local_runs=() repeat_runs=() repeat_ratios=() amplification=()
+for ((i = 0; i < TRIALS; i++)); do
+  note "trial $((i + 1))/$TRIALS: sequential"
+  c=$(curl_gbps "$URL" "$START" "$SIZE")
+  do_mount "$URL" ""
+  f=$(dd_gbps "$MNT/big/data" 0 "$SIZE")
+  fetched=$(source_stat "$MNT" bytes_fetched)
+  l=$(dd_gbps "$FILE" "$START" "$SIZE")
+  r=$(dd_gbps "$MNT/big/data" 0 "$SIZE")
+  do_unmount "$MNT"
+  curl_runs+=("$c") first_runs+=("$f") local_runs+=("$l") repeat_runs+=("$r")
+  first_ratios+=("$(ratio "$f" "$c")") repeat_ratios+=("$(ratio "$r" "$l")")
+  amplification+=("$(ratio "$fetched" "$SIZE")")
+  note "  curl $c GB/s, mount first $f GB/s, local $l GB/s, mount repeated $r GB/s, fetched/read $(ratio "$fetched" "$SIZE")"
+done
+
+declare -A RANDOM_MBPS RANDOM_AMP
+for cfg in "default (4 MiB blocks)|" "block_size=1M|block_size=1M"; do
+  label="${cfg%%|*}"
+  opts="${cfg#*|}"
+  runs=() amps=()
+  for ((i = 0; i < TRIALS; i++)); do
+    note "trial $((i + 1))/$TRIALS: random 1 MiB reads, $label"
+    do_mount "$URL" "$opts"
+    m=$(random_mbps "$MNT/big/data" "$SIZE" "$RANDOM_READS")
+    fetched=$(source_stat "$MNT" bytes_fetched)
+    do_unmount "$MNT"
+    runs+=("$m")
+    amps+=("$(ratio "$fetched" "$((RANDOM_READS * 1024 * 1024))")")
+  done
+  RANDOM_MBPS["$label"]=$(printf '%s\n' "${runs[@]}" | median)
+  RANDOM_AMP["$label"]=$(printf '%s\n' "${amps[@]}" | median)
+done
+
+med() { printf '%s\n' "$@" | median; }
+echo "sequential read of the $SIZE_MIB MiB tensor (medians of $TRIALS):"
+printf '  %-44s %7s GB/s\n' "curl -r (same byte range, to /dev/null)" "$(med "${curl_runs[@]}")"
+printf '  %-44s %7s GB/s   ratio vs curl %s\n' "mount, first read (fresh mount)" "$(med "${first_runs[@]}")" "$(med "${first_ratios[@]}")"
+printf '  %-44s %7s\n' "  bytes fetched / bytes read" "$(med "${amplification[@]}")"
+printf '  %-44s %7s GB/s\n' "local file, warm page cache" "$(med "${local_runs[@]}")"
+printf '  %-44s %7s GB/s   ratio vs local %s\n' "mount, repeated read (cached)" "$(med "${repeat_runs[@]}")" "$(med "${repeat_ratios[@]}")"
+echo "random 1 MiB preads ($RANDOM_READS per trial, fresh mount each):"
+for label in "default (4 MiB blocks)" "block_size=1M"; do
+  printf '  %-44s %7s MB/s   bytes fetched / bytes read %s\n' "$label" "${RANDOM_MBPS[$label]}" "${RANDOM_AMP[$label]}"
+done
+echo "per-trial first-read ratios: ${first_ratios[*]}; repeated: ${repeat_ratios[*]}"
