@@ -353,6 +353,7 @@ HttpResponse HttpClient::Perform(const HttpRequest& request,
     } else {
       why = handle->error[0] ? handle->error : curl_easy_strerror(code);
       response.transport_retryable = RetryableCurlCode(code);
+      response.connect_failed = code == CURLE_COULDNT_CONNECT;
     }
     if (!response.body_overflow && !transfer.cancelled) {
       response.transport_error = Status::IOError(describe + ": " + why);

@@ -60,6 +60,7 @@ struct HttpResponse {
   // Set when no complete HTTP response arrived (reset, timeout, stall, TLS).
   std::optional<Status> transport_error;
   bool transport_retryable = false;
+  bool connect_failed = false;  // nothing listens there (or it refused us)
   long status = 0;
   std::optional<ContentRange> content_range;
   bool content_range_malformed = false;

@@ -161,9 +161,11 @@ RangeFetcher::Attempt RangeFetcher::Exchange(Mode mode, uint64_t offset, uint64_
     counters_.bytes_fetched.fetch_add(r.body_bytes);
     if (r.transport_error) {
       const Status& e = *r.transport_error;
-      if (e.code() != StatusCode::kIOError) return {e, r.transport_retryable};
-      return {Status::IOError(e.message() + " for " + RangeText(offset, length)),
-              r.transport_retryable};
+      // A refused connection at open is a wrong URL far more often than a
+      // restarting server: say so at once instead of after every backoff.
+      bool retryable = r.transport_retryable && !(mode == Mode::kProbe && r.connect_failed);
+      if (e.code() != StatusCode::kIOError) return {e, retryable};
+      return {Status::IOError(e.message() + " for " + RangeText(offset, length)), retryable};
     }
     if (IsRedirect(r.status)) {
       if (r.redirect_url.empty()) {

@@ -381,6 +381,42 @@ TEST_F(RemoteSource, StatsAreOneJsonObjectWithTheDocumentedFields) {
   EXPECT_EQ(s["cache_bytes"].get<uint64_t>(), 1u << 20);
 }
 
+TEST_F(RemoteSource, HttpsIsVerifiedAgainstTheGivenCaFile) {
+  std::string file = FileWithTensorSizes({2 << 20, 1000});
+  root_.Write("tls.safetensors", file);
+  RemoteOptions options = TestOptions();
+  options.ca_file = testing::TestCertificate();
+  auto source = Open(nginx_->TlsUrl("/tls.safetensors"), options);
+  ASSERT_NE(source, nullptr);
+  ASSERT_TRUE(ReadHeader(*source).ok());
+  EXPECT_EQ(CheckRead(*source, file, 12345, 2 << 20), "");
+}
+
+TEST_F(RemoteSource, HttpsWithAnUntrustedCertificateIsRefused) {
+  root_.Write("tls.safetensors", FileWithTensorSizes({1000}));
+  StatusOr<std::unique_ptr<ByteSource>> source =
+      OpenRemoteSource(nginx_->TlsUrl("/tls.safetensors"), TestOptions());
+  ASSERT_FALSE(source.ok());
+  EXPECT_EQ(source.status().code(), StatusCode::kIOError);
+  EXPECT_NE(source.status().message().find("certificate"), std::string::npos)
+      << source.status().message();
+  EXPECT_TRUE(Logged().empty());  // no HTTP request was ever sent
+}
+
+TEST(RemoteSourceOpen, RefusedConnectionFailsAtOnce) {
+  // Port 1 (tcpmux) has no listener on any machine these tests run on.
+  RemoteOptions options;
+  options.retry_delay = std::chrono::milliseconds(2000);  // would show if it retried
+  auto start = std::chrono::steady_clock::now();
+  StatusOr<std::unique_ptr<ByteSource>> source =
+      OpenRemoteSource("http://127.0.0.1:1/model.safetensors", options);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(source.ok());
+  EXPECT_EQ(source.status().code(), StatusCode::kIOError);
+  EXPECT_NE(source.status().message().find("http://127.0.0.1:1/model.safetensors"), std::string::npos);
+  EXPECT_LT(seconds, 1.5);
+}
+
 TEST_F(RemoteSource, RefusesACacheThatCannotHoldTwoBlocks) {
   RemoteOptions options = TestOptions();
   options.cache_size = 1 << 20;

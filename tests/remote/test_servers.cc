@@ -137,8 +137,10 @@ std::unique_ptr<NginxServer> NginxServer::Start(const std::string& root, std::st
   }
   std::unique_ptr<NginxServer> server(new NginxServer());
   const std::string& dir = server->dir_.path();
+  const std::string testdata = std::string(STFS_SOURCE_DIR) + "/tests/remote/testdata";
   for (int attempt = 0; attempt < 5; ++attempt) {
     int port = FreePort();
+    int tls_port = FreePort();
     std::ofstream conf(dir + "/nginx.conf", std::ios::trunc);
     conf << "daemon off;\n"
             "master_process off;\n"
@@ -161,6 +163,9 @@ std::unique_ptr<NginxServer> NginxServer::Start(const std::string& root, std::st
             "  keepalive_timeout 120s;\n"
             "  server {\n"
             "    listen 127.0.0.1:" << port << ";\n"
+            "    listen 127.0.0.1:" << tls_port << " ssl;\n"
+            "    ssl_certificate " << testdata << "/localhost.crt;\n"
+            "    ssl_certificate_key " << testdata << "/localhost.key;\n"
             "    root " << root << ";\n"
             "    location /redirect/ { rewrite ^/redirect/(.*)$ /$1 redirect; }\n"
             "    location /loop/ { return 302 /loop/; }\n"
@@ -188,6 +193,7 @@ std::unique_ptr<NginxServer> NginxServer::Start(const std::string& root, std::st
     if (up) {
       server->pid_ = pid;
       server->port_ = port;
+      server->tls_port_ = tls_port;
       return server;
     }
     Stop(pid);
@@ -200,6 +206,14 @@ NginxServer::~NginxServer() { Stop(pid_); }
 
 std::string NginxServer::Url(const std::string& path) const {
   return "http://127.0.0.1:" + std::to_string(port_) + path;
+}
+
+std::string NginxServer::TlsUrl(const std::string& path) const {
+  return "https://127.0.0.1:" + std::to_string(tls_port_) + path;
+}
+
+std::string TestCertificate() {
+  return std::string(STFS_SOURCE_DIR) + "/tests/remote/testdata/localhost.crt";
 }
 
 std::vector<LoggedRequest> NginxServer::Requests() const {

@@ -43,6 +43,9 @@ class NginxServer {
   int port() const { return port_; }
   // Returns http://127.0.0.1:PORT/path.
   std::string Url(const std::string& path) const;
+  // Returns https://127.0.0.1:TLS_PORT/path, served with the self-signed
+  // certificate TestCertificate() (tests/remote/testdata, test use only).
+  std::string TlsUrl(const std::string& path) const;
   // Returns every request logged since the last ClearLog().
   std::vector<LoggedRequest> Requests() const;
   void ClearLog() const;
@@ -52,7 +55,11 @@ class NginxServer {
   TempDir dir_;
   pid_t pid_ = -1;
   int port_ = 0;
+  int tls_port_ = 0;
 };
+
+// The CA file that verifies NginxServer::TlsUrl.
+std::string TestCertificate();
 
 class FaultProxy {
  public:
