@@ -47,9 +47,11 @@ STFS="${STFS_BIN:-}"
 if [[ -z "$STFS" ]]; then
   BUILD="$ROOT/build-bench-remote"
   note "building stfs in $BUILD"
-  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DSTFS_BUILD_TESTS=OFF \
-    -DSTFS_BUILD_CUDA=OFF -DSTFS_BUILD_REMOTE=ON >/dev/null
-  cmake --build "$BUILD" -j2 --target stfs >/dev/null
+  mkdir -p "$BUILD"
+  { cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DSTFS_BUILD_TESTS=OFF \
+      -DSTFS_BUILD_CUDA=OFF -DSTFS_BUILD_REMOTE=ON &&
+    cmake --build "$BUILD" -j2 --target stfs; } >"$BUILD/bench-build.log" 2>&1 ||
+    die "build failed; see $BUILD/bench-build.log"
   STFS="$BUILD/fs/stfs"
 fi
 [[ -x "$STFS" ]] || die "no stfs binary at $STFS"

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <new>
 
 #include "core/header.h"
@@ -225,6 +226,14 @@ void HttpRangeSource::ScheduleReadahead(uint64_t offset, size_t length, uint64_t
   if (created.empty()) return;
   readahead_blocks_.fetch_add(created.size(), std::memory_order_relaxed);
   std::call_once(workers_started_, [this] { StartWorkers(); });
+  if (workers_.empty()) {
+    // No thread could be started: nobody would complete these blocks.
+    for (auto& block : created) {
+      cache_->Complete(block, Status::ResourceExhausted(fetcher_->describe() +
+                                                        ": cannot start read-ahead threads"));
+    }
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
     for (auto& block : created) queue_.push_back(std::move(block));
@@ -233,7 +242,11 @@ void HttpRangeSource::ScheduleReadahead(uint64_t offset, size_t length, uint64_t
 }
 
 void HttpRangeSource::StartWorkers() const {
-  for (int i = 0; i < connections_; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  try {
+    for (int i = 0; i < connections_; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  } catch (const std::exception&) {
+    // Fewer workers (or none) than asked: the threads that started serve the queue.
+  }
 }
 
 void HttpRangeSource::WorkerLoop() const {

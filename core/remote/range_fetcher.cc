@@ -289,6 +289,10 @@ RangeFetcher::Attempt RangeFetcher::JudgeFetch(const HttpResponse& r, uint64_t o
     }
     return JudgeError(r, what);
   }
+  if (r.status == 404 || r.status == 410) {
+    // The object we mounted is gone: the same as replaced, for a reader.
+    return {MarkStale("HTTP " + std::to_string(r.status) + ": the object is gone"), false};
+  }
   if (r.status < 200 || r.status >= 300) return JudgeError(r, what);
 
   // A 2xx: first make sure it is the same object.

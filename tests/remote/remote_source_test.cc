@@ -263,6 +263,19 @@ TEST_F(RemoteSource, ReplacedObjectFailsWithStaleAndKeepsServingCachedBytes) {
   EXPECT_TRUE(nlohmann::json::parse(source->StatsJson())["stale"].get<bool>());
 }
 
+TEST_F(RemoteSource, RemovedObjectFailsWithStale) {
+  std::string file = FileWithTensorSizes({3 << 20});
+  std::string path = root_.Write("gone.safetensors", file);
+  auto source = Open(nginx_->Url("/gone.safetensors"), TestOptions());
+  ASSERT_NE(source, nullptr);
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  std::string buf(100, '\0');
+  StatusOr<size_t> n = source->ReadAt(2 << 20, 100, buf.data());
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.status().code(), StatusCode::kStale) << n.status().ToString();
+  EXPECT_NE(n.status().message().find("404"), std::string::npos);
+}
+
 TEST_F(RemoteSource, MissingObjectIsNotFound) {
   StatusOr<std::unique_ptr<ByteSource>> source =
       OpenRemoteSource(nginx_->Url("/absent.safetensors?token=sekrit"), TestOptions());
