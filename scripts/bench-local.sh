@@ -21,7 +21,7 @@
 #   STFS_BENCH_MIB=2048      tensor size in MiB
 #   STFS_BENCH_TRIALS=3      trials per figure
 #   STFS_BENCH_TENSORS=10000 tensors in the many-tensor file
-#   STFS_BENCH_EXTRA="label|-o opts;..."  more first-read configurations
+#   STFS_BENCH_EXTRA="label|opt=v,opt=v;..."  more first-read configurations (-o lists)
 #   TMPDIR=/tmp              where the temp dir goes
 set -euo pipefail
 
@@ -175,7 +175,11 @@ DEFAULT="default (pread, readahead 4096 KiB)"
 CONFIGS=("$DEFAULT|"
          "read_reply=fd|read_reply=fd"
          "readahead_kb=128|readahead_kb=128"
-         "readahead_kb=1024|readahead_kb=1024")
+         "readahead_kb=1024|readahead_kb=1024"
+         # Requests of 252 pages: libfuse 3.14 splices only when the reply and
+         # 3 pages fit in a pipe, and pipes stop at 1 MiB (fs/pipe-max-size).
+         "read_reply=pread,max_read=1032192|read_reply=pread,max_read=1032192"
+         "read_reply=fd,max_read=1032192|read_reply=fd,max_read=1032192")
 # More, from the environment: "label|opts;label|opts".
 if [[ -n "${STFS_BENCH_EXTRA:-}" ]]; then
   IFS=';' read -r -a extra <<<"$STFS_BENCH_EXTRA"
@@ -280,8 +284,11 @@ best_ra="" best_ra_v=0
 for label in "readahead_kb=128" "readahead_kb=1024" "$DEFAULT"; do
   if awk -v a="${FRAT[$label]}" -v b="$best_ra_v" 'BEGIN { exit !(a > b) }'; then best_ra="$label" best_ra_v=${FRAT[$label]}; fi
 done
-faster=$(awk -v p="${FRAT[$DEFAULT]}" -v f="${FRAT[read_reply=fd]}" 'BEGIN { print (p >= f ? "pread" : "fd") }')
-echo "read reply: pread ${FRAT[$DEFAULT]}x vs fd ${FRAT[read_reply=fd]}x of direct (first read) -> $faster is faster"
+faster() { awk -v p="$1" -v f="$2" 'BEGIN { print (p >= f ? "pread" : "fd") }'; }
+echo "read reply: pread ${FRAT[$DEFAULT]}x vs fd ${FRAT[read_reply=fd]}x of direct (first read) -> $(faster "${FRAT[$DEFAULT]}" "${FRAT[read_reply=fd]}") is faster"
+p252=${FRAT[read_reply=pread,max_read=1032192]}
+f252=${FRAT[read_reply=fd,max_read=1032192]}
+echo "read reply with max_read=1032192: pread ${p252}x vs fd ${f252}x -> $(faster "$p252" "$f252") is faster"
 echo "readahead: best first read with $best_ra (${best_ra_v}x of direct)"
 echo "daemon peak RSS (VmHWM) after serving ${SIZE_MIB} MiB: ${rss_mib} MiB over all configurations, $(awk -v k="$rss_default_kb" 'BEGIN { printf "%.1f", k / 1024 }') MiB with the default"
 echo

@@ -84,6 +84,9 @@ struct MalformedCase {
   std::vector<std::string> keywords;
 };
 
+// Names a case in test output (instead of its raw bytes).
+void PrintTo(const MalformedCase& c, std::ostream* os) { *os << c.name; }
+
 std::string OneTensorFile() {
   std::vector<TestTensor> t = {{"a", DType::F32, {2, 2}, ""}, {"b", DType::U8, {3}, ""}};
   return BuildSafetensors(t);

@@ -168,7 +168,11 @@ CommandResult RunCommand(const std::vector<std::string>& argv, int timeout_ms) {
   return result;
 }
 
-std::string StfsBinary() { return STFS_BINARY; }
+std::string StfsBinary() {
+  // STFS_TEST_BINARY runs the suite against another build (an installed stfs).
+  const char* other = std::getenv("STFS_TEST_BINARY");
+  return other != nullptr && *other != '\0' ? other : STFS_BINARY;
+}
 
 std::string HelperScript(const std::string& name) { return std::string(STFS_SOURCE_DIR) + "/tests/fs/" + name; }
 

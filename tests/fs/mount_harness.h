@@ -30,8 +30,9 @@ struct CommandResult {
 // stderr; kills it after `timeout_ms`.
 CommandResult RunCommand(const std::vector<std::string>& argv, int timeout_ms = 30000);
 
-// Paths the tests need: the stfs binary, the python3 helpers next to the
-// tests, and the shared real-world fixtures (may be absent).
+// Paths the tests need: the stfs binary ($STFS_TEST_BINARY, else the one
+// built with the tests), the python3 helpers next to the tests, and the
+// shared real-world fixtures (may be absent).
 std::string StfsBinary();
 std::string HelperScript(const std::string& name);
 std::string RealFixturesDir();
