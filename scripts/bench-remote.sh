@@ -10,7 +10,8 @@
 #   2. bytes fetched from the server vs bytes read, from __stats__;
 #   3. random: 1 MiB preads at random offsets in the tensor on a fresh mount,
 #      as MB/s, with bytes fetched vs bytes read, for the default block size
-#      and for -o block_size=1M.
+#      and for -o block_size=1M, each with and without posix_fadvise(RANDOM)
+#      (which turns off the kernel's own read-ahead).
 #
 # Each mount read is paired with a curl (or local) read just before it, as
 # the load on a shared machine changes from second to second; ratios are
@@ -175,14 +176,17 @@ do_mount() {  # url options
 }
 do_unmount() { fusermount3 -u "$1"; rmdir "$1"; }
 
-# Reads N random 1 MiB ranges of FILE (SIZE bytes); prints MB/s.
-random_mbps() {  # file size n
+# Reads N random 1 MiB ranges of FILE (SIZE bytes), after
+# posix_fadvise(RANDOM) when ADVISE is 1 (no kernel read-ahead); prints MB/s.
+random_mbps() {  # file size n advise
   python3 - "$@" <<'PY'
 import os, random, sys, time
-path, size, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+path, size, n, advise = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
 rng = random.Random(1234)
 offsets = [rng.randrange(0, size - (1 << 20)) & ~4095 for _ in range(n)]
 fd = os.open(path, os.O_RDONLY)
+if advise:
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
 t0 = time.monotonic()
 for off in offsets:
     if len(os.pread(fd, 1 << 20, off)) != 1 << 20:
@@ -225,22 +229,27 @@ for ((i = 0; i < TRIALS; i++)); do
   note "  curl $c GB/s, mount first $f GB/s, local $l GB/s, mount repeated $r GB/s, fetched/read $(ratio "$fetched" "$SIZE")"
 done
 
-declare -A RANDOM_MBPS RANDOM_AMP
-for cfg in "default (4 MiB blocks)|" "block_size=1M|block_size=1M"; do
-  label="${cfg%%|*}"
-  opts="${cfg#*|}"
-  runs=() amps=()
+# A random configuration: label | -o options | fadvise RANDOM (1) or not (0).
+RANDOM_CONFIGS=("4 MiB blocks (default)||0" "block_size=1M|block_size=1M|0"
+                "4 MiB blocks, fadvise RANDOM||1" "block_size=1M, fadvise RANDOM|block_size=1M|1")
+declare -A RANDOM_MBPS RANDOM_AMP RANDOM_KAMP
+for cfg in "${RANDOM_CONFIGS[@]}"; do
+  IFS='|' read -r label opts advise <<<"$cfg"
+  runs=() amps=() kamps=()
   for ((i = 0; i < TRIALS; i++)); do
     note "trial $((i + 1))/$TRIALS: random 1 MiB reads, $label"
     do_mount "$URL" "$opts"
-    m=$(random_mbps "$MNT/big/data" "$SIZE" "$RANDOM_READS")
+    m=$(random_mbps "$MNT/big/data" "$SIZE" "$RANDOM_READS" "$advise")
     fetched=$(source_stat "$MNT" bytes_fetched)
+    asked=$(source_stat "$MNT" bytes_read)
     do_unmount "$MNT"
     runs+=("$m")
     amps+=("$(ratio "$fetched" "$((RANDOM_READS * 1024 * 1024))")")
+    kamps+=("$(ratio "$fetched" "$asked")")
   done
   RANDOM_MBPS["$label"]=$(printf '%s\n' "${runs[@]}" | median)
   RANDOM_AMP["$label"]=$(printf '%s\n' "${amps[@]}" | median)
+  RANDOM_KAMP["$label"]=$(printf '%s\n' "${kamps[@]}" | median)
 done
 
 med() { printf '%s\n' "$@" | median; }
@@ -250,8 +259,11 @@ printf '  %-44s %7s GB/s   ratio vs curl %s\n' "mount, first read (fresh mount)"
 printf '  %-44s %7s\n' "  bytes fetched / bytes read" "$(med "${amplification[@]}")"
 printf '  %-44s %7s GB/s\n' "local file, warm page cache" "$(med "${local_runs[@]}")"
 printf '  %-44s %7s GB/s   ratio vs local %s\n' "mount, repeated read (cached)" "$(med "${repeat_runs[@]}")" "$(med "${repeat_ratios[@]}")"
-echo "random 1 MiB preads ($RANDOM_READS per trial, fresh mount each):"
-for label in "default (4 MiB blocks)" "block_size=1M"; do
-  printf '  %-44s %7s MB/s   bytes fetched / bytes read %s\n' "$label" "${RANDOM_MBPS[$label]}" "${RANDOM_AMP[$label]}"
+echo "random 1 MiB preads ($RANDOM_READS per trial, fresh mount each); fetched / read by the"
+echo "reader, and fetched / asked of stfs by the kernel (which adds its own read-ahead):"
+for cfg in "${RANDOM_CONFIGS[@]}"; do
+  label="${cfg%%|*}"
+  printf '  %-44s %7s MB/s   fetched/read %s   fetched/asked %s\n' "$label" "${RANDOM_MBPS[$label]}" \
+    "${RANDOM_AMP[$label]}" "${RANDOM_KAMP[$label]}"
 done
 echo "per-trial first-read ratios: ${first_ratios[*]}; repeated: ${repeat_ratios[*]}"

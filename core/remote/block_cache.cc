@@ -33,6 +33,14 @@ void BlockCache::Recycle(BlockBuffer buffer, size_t length) {
   spare_.emplace_back(length, std::move(buffer));
 }
 
+void BlockCache::MarkConsumed(uint64_t owner, uint64_t index) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(Key{owner, index});
+  if (it == entries_.end() || it->second.block->state != CachedBlock::State::kReady) return;
+  it->second.block->consumed = true;
+  lru_.splice(lru_.end(), lru_, it->second.lru);
+}
+
 BlockBuffer BlockCache::TakeBuffer(size_t length) {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -86,10 +94,28 @@ std::shared_ptr<CachedBlock> BlockCache::Acquire(uint64_t owner, uint64_t index,
     std::shared_ptr<CachedBlock>& block = it->second.block;
     if (!prefetch) {
       block->used = true;
-      lru_.splice(lru_.begin(), lru_, it->second.lru);
+      // A consumed block read again is almost always a straggler of the same
+      // scan (FUSE threads deliver reads slightly out of order): it stays
+      // first in line for reuse.
+      if (!block->consumed) lru_.splice(lru_.begin(), lru_, it->second.lru);
     }
     *found = block->state == CachedBlock::State::kReady ? Found::kReady : Found::kLoading;
     return block;
+  }
+  // A consumed block gives its buffer to this one. Consumed blocks form the
+  // old end of the LRU list; the newest of them may still be being copied by
+  // its reader, so look a few deep for one nobody holds.
+  int looked = 0;
+  for (auto it = lru_.end(); it != lru_.begin() && looked < 8; ++looked) {
+    --it;
+    auto entry = entries_.find(*it);
+    const std::shared_ptr<CachedBlock>& old = entry->second.block;
+    if (!old->consumed) break;
+    if (old->state == CachedBlock::State::kReady && old.use_count() == 1) {
+      Remove(entry);
+      ++recycled_;
+      break;
+    }
   }
   EvictFor(length);
   // Spare buffers beyond what the budget leaves free go back to the system
@@ -158,6 +184,7 @@ BlockCacheStats BlockCache::Stats() const {
   s.spare_bytes = spare_bytes_;
   s.blocks = entries_.size();
   s.evictions = evictions_;
+  s.recycled = recycled_;
   s.prefetch_unused = prefetch_unused_;
   return s;
 }

@@ -52,6 +52,7 @@ struct CachedBlock {
   Status error;
   bool prefetched = false;  // created by read-ahead
   bool used = false;        // read by someone since it was created
+  bool consumed = false;    // a sequential reader has read past it
 };
 
 struct BlockCacheStats {
@@ -60,6 +61,7 @@ struct BlockCacheStats {
   uint64_t spare_bytes = 0;       // buffers kept for reuse
   uint64_t blocks = 0;
   uint64_t evictions = 0;
+  uint64_t recycled = 0;          // consumed blocks dropped early to reuse their buffers
   uint64_t prefetch_unused = 0;   // read-ahead blocks evicted before anyone read them
 };
 
@@ -88,6 +90,14 @@ class BlockCache {
   // Ends the fetch of a block created by Acquire: ready when `status` is OK,
   // else failed and removed (a later read fetches afresh). Wakes waiters.
   void Complete(const std::shared_ptr<CachedBlock>& block, const Status& status);
+
+  // Marks a block a sequential reader has read to its end: it becomes the
+  // first to go, and its buffer is reused for the next new block even below
+  // the budget. A scan then cycles through a few buffers instead of filling
+  // the whole budget with fresh memory (page faults and zeroing cost more
+  // than loopback transfers) and evicting everything else; the kernel's page
+  // cache holds what the scan read.
+  void MarkConsumed(uint64_t owner, uint64_t index);
 
   // Returns a buffer of `length` bytes for a block being fetched: a recycled
   // one when there is one, else a new one (null when out of memory).
@@ -135,6 +145,7 @@ class BlockCache {
   uint64_t bytes_ = 0;
   uint64_t next_owner_ = 1;
   uint64_t evictions_ = 0;
+  uint64_t recycled_ = 0;
   uint64_t prefetch_unused_ = 0;
 };
 

@@ -140,7 +140,7 @@ Status HttpRangeSource::ReadThroughCache(uint64_t offset, size_t length, char* d
       default: misses_.fetch_add(1, std::memory_order_relaxed); break;
     }
   }
-  ScheduleReadahead(offset, length, last);
+  const bool sequential = ScheduleReadahead(offset, length, last);
 
   // Fetch the blocks this reader created, one request per consecutive run.
   // Every created block is completed (ready or failed) before returning, so
@@ -170,6 +170,12 @@ Status HttpRangeSource::ReadThroughCache(uint64_t offset, size_t length, char* d
     uint64_t to = std::min(end, block->offset + block->length);
     std::memcpy(out, block->data.get() + (from - block->offset), to - from);
     out += to - from;
+    // Past the end of a block, a sequential reader is done with the block
+    // before it (one block of lag: FUSE threads deliver a scan's reads a
+    // little out of order, and a straggler must not find its block gone).
+    if (sequential && to == block->offset + block->length && block->index > 0) {
+      cache_->MarkConsumed(owner_, block->index - 1);
+    }
   }
   return Status::OK();
 }
@@ -197,13 +203,14 @@ Status HttpRangeSource::FetchBlocks(const std::vector<std::shared_ptr<CachedBloc
   return status;
 }
 
-void HttpRangeSource::ScheduleReadahead(uint64_t offset, size_t length, uint64_t last_block) const {
-  if (readahead_max_ < block_size_) return;
+bool HttpRangeSource::ScheduleReadahead(uint64_t offset, size_t length, uint64_t last_block) const {
   ReadPatternTracker::Position position = pattern_.Record(offset, length);
+  const bool sequential = position.reads_before >= 2;
+  if (readahead_max_ < block_size_) return sequential;
   // Only a stream that has read two blocks' worth earns read-ahead: short
   // reads (dd count=8, a header, a small tensor) fetch about what they read,
   // and the kernel's own read-ahead already covers their next request.
-  if (position.reads_before < 2 || position.bytes_before < 2 * block_size_) return;
+  if (!sequential || position.bytes_before < 2 * block_size_) return sequential;
   // The window grows with the stream (as far ahead as it has read), so a
   // short sequential read (dd count=8) fetches little beyond itself.
   uint64_t end = offset + length;
@@ -211,7 +218,7 @@ void HttpRangeSource::ScheduleReadahead(uint64_t offset, size_t length, uint64_t
       std::clamp<uint64_t>((position.bytes_before + length) / 2, block_size_, readahead_max_);
   uint64_t limit = std::min(TensorEndAfter(end - 1), end + window);
   uint64_t from = last_block + 1;
-  if (limit <= from * block_size_) return;
+  if (limit <= from * block_size_) return sequential;
   uint64_t to = (limit - 1) / block_size_;
   std::vector<std::shared_ptr<CachedBlock>> created;
   for (uint64_t index = from; index <= to; ++index) {
@@ -223,7 +230,7 @@ void HttpRangeSource::ScheduleReadahead(uint64_t offset, size_t length, uint64_t
     if (found == BlockCache::Found::kNoRoom) break;
     if (found == BlockCache::Found::kCreated) created.push_back(std::move(block));
   }
-  if (created.empty()) return;
+  if (created.empty()) return sequential;
   readahead_blocks_.fetch_add(created.size(), std::memory_order_relaxed);
   std::call_once(workers_started_, [this] { StartWorkers(); });
   if (workers_.empty()) {
@@ -232,13 +239,14 @@ void HttpRangeSource::ScheduleReadahead(uint64_t offset, size_t length, uint64_t
       cache_->Complete(block, Status::ResourceExhausted(fetcher_->describe() +
                                                         ": cannot start read-ahead threads"));
     }
-    return;
+    return sequential;
   }
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
     for (auto& block : created) queue_.push_back(std::move(block));
   }
   queue_cv_.notify_all();
+  return sequential;
 }
 
 void HttpRangeSource::StartWorkers() const {
@@ -294,6 +302,7 @@ std::string HttpRangeSource::StatsJson() const {
   field(&out, "readahead_blocks", readahead_blocks_.load());
   field(&out, "readahead_unused", cache.prefetch_unused);
   field(&out, "evictions", cache.evictions);
+  field(&out, "recycled", cache.recycled);
   field(&out, "requests", f.requests.load());
   field(&out, "bytes_fetched", f.bytes_fetched.load());
   field(&out, "retries", f.retries.load());

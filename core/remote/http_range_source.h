@@ -47,7 +47,9 @@ class HttpRangeSource final : public ByteSource {
  private:
   Status ReadThroughCache(uint64_t offset, size_t length, char* dst) const;
   Status FetchBlocks(const std::vector<std::shared_ptr<CachedBlock>>& run) const;
-  void ScheduleReadahead(uint64_t offset, size_t length, uint64_t last_block) const;
+  // Records the read in the pattern tracker and starts read-ahead for a
+  // sequential stream; returns true when the read continues one.
+  bool ScheduleReadahead(uint64_t offset, size_t length, uint64_t last_block) const;
   void StartWorkers() const;
   void WorkerLoop() const;
   // Learns where tensors end from the header JSON, to fence read-ahead.

@@ -75,6 +75,41 @@ TEST(BlockCache, BuffersOfEvictedBlocksAreReused) {
   EXPECT_LE(stats.bytes + stats.spare_bytes, 2 * kBlock);
 }
 
+TEST(BlockCache, ConsumedBlocksGiveTheirBuffersFirstEvenBelowBudget) {
+  BlockCache cache(100 * kBlock);
+  uint64_t owner = cache.NewOwner();
+  BlockCache::Found found;
+  auto a = Load(cache, owner, 0, &found);
+  Load(cache, owner, 1, &found);
+  const char* a_buffer = a->data.get();
+  cache.MarkConsumed(owner, 0);
+  a.reset();
+  auto c = Load(cache, owner, 2, &found);  // far below budget, still reuses a's buffer
+  EXPECT_EQ(c->data.get(), a_buffer);
+  BlockCacheStats stats = cache.Stats();
+  EXPECT_EQ(stats.blocks, 2u);
+  EXPECT_EQ(stats.recycled, 1u);
+  Load(cache, owner, 0, &found);
+  EXPECT_EQ(found, BlockCache::Found::kCreated);
+  Load(cache, owner, 1, &found);  // never consumed: still cached
+  EXPECT_EQ(found, BlockCache::Found::kReady);
+}
+
+TEST(BlockCache, ConsumedBlockIsServedUntilItsBufferIsNeeded) {
+  BlockCache cache(100 * kBlock);
+  uint64_t owner = cache.NewOwner();
+  BlockCache::Found found;
+  auto a = Load(cache, owner, 0, &found);
+  cache.MarkConsumed(owner, 0);
+  a.reset();
+  Load(cache, owner, 0, &found);  // a straggler of the scan
+  EXPECT_EQ(found, BlockCache::Found::kReady);
+  Load(cache, owner, 1, &found);  // takes block 0's buffer
+  Load(cache, owner, 0, &found);
+  EXPECT_EQ(found, BlockCache::Found::kCreated);
+  EXPECT_EQ(cache.Stats().recycled, 1u);
+}
+
 TEST(BlockCache, BufferHeldByAReaderIsNotReused) {
   BlockCache cache(kBlock);
   uint64_t owner = cache.NewOwner();

@@ -382,7 +382,7 @@ TEST_F(RemoteSource, StatsAreOneJsonObjectWithTheDocumentedFields) {
   for (const char* key : {"type", "url", "size", "block_size", "cache_size", "cache_bytes",
                           "cache_blocks", "readahead_max", "reads", "bytes_read", "prefix_reads",
                           "hits", "waits", "misses", "readahead_blocks", "readahead_unused",
-                          "evictions", "requests", "bytes_fetched", "retries", "failures",
+                          "evictions", "recycled", "requests", "bytes_fetched", "retries", "failures",
                           "resolves", "read_errors", "in_flight", "stale", "etag"}) {
     EXPECT_TRUE(s.contains(key)) << key;
   }
