@@ -75,7 +75,9 @@ void ExpectRefused(const CommandResult& r, const std::string& mnt, const std::st
   for (const std::string& k : keywords) named = named || Lower(line).find(k) != std::string::npos;
   EXPECT_TRUE(named) << "does not say the problem (any of " << ::testing::PrintToString(keywords) << "): " << line;
   EXPECT_EQ(r.out, "");
-  if (!mnt.empty()) EXPECT_FALSE(IsMounted(mnt)) << "a refused file left a mount at " << mnt;
+  if (!mnt.empty()) {
+    EXPECT_FALSE(IsMounted(mnt)) << "a refused file left a mount at " << mnt;
+  }
 }
 
 struct MalformedCase {

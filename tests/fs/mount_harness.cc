@@ -396,6 +396,10 @@ bool WaitForMount(const std::string& mnt, int timeout_ms) {
   return false;
 }
 
+void MountTest::SetUp() {
+  if (::access("/dev/fuse", F_OK) != 0) GTEST_SKIP() << "/dev/fuse is absent: this machine cannot mount FUSE filesystems";
+}
+
 void MountTest::TearDown() {
   for (const std::string& mnt : mountpoints_) {
     if (IsMounted(mnt)) {

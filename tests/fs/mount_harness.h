@@ -93,6 +93,8 @@ bool WaitForMount(const std::string& mnt, int timeout_ms);
 // leaves nothing mounted.
 class MountTest : public ::testing::Test {
  protected:
+  // Skips (with a message) only on a machine with no /dev/fuse at all.
+  void SetUp() override;
   void TearDown() override;
 
  public:  // shared with helper functions in the tests
