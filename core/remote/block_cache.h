@@ -57,12 +57,12 @@ struct CachedBlock {
 
 struct BlockCacheStats {
   uint64_t budget = 0;
-  uint64_t bytes = 0;             // ready + loading blocks in the cache
-  uint64_t spare_bytes = 0;       // buffers kept for reuse
+  uint64_t bytes = 0;        // ready + loading blocks in the cache
+  uint64_t spare_bytes = 0;  // buffers kept for reuse
   uint64_t blocks = 0;
   uint64_t evictions = 0;
-  uint64_t recycled = 0;          // consumed blocks dropped early to reuse their buffers
-  uint64_t prefetch_unused = 0;   // read-ahead blocks evicted before anyone read them
+  uint64_t recycled = 0;         // consumed blocks dropped early to reuse their buffers
+  uint64_t prefetch_unused = 0;  // read-ahead blocks evicted before anyone read them
 };
 
 class BlockCache {
@@ -130,7 +130,7 @@ class BlockCache {
   };
 
   // Evicts ready blocks, oldest first, until `incoming` more bytes fit.
-  void EvictFor(uint64_t incoming);  // requires mu_
+  void EvictFor(uint64_t incoming);                                   // requires mu_
   void Remove(std::unordered_map<Key, Entry, KeyHash>::iterator it);  // requires mu_
   // Keeps `buffer` for reuse when the budget allows, else frees it.
   void Recycle(BlockBuffer buffer, size_t length);  // requires mu_

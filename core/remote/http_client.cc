@@ -249,7 +249,8 @@ HttpResponse HttpClient::Perform(const HttpRequest& request,
   HttpResponse response;
   std::unique_ptr<Handle> handle = AcquireHandle();
   if (!handle->curl) {
-    response.transport_error = Status::ResourceExhausted(describe + ": cannot create a curl handle");
+    response.transport_error =
+        Status::ResourceExhausted(describe + ": cannot create a curl handle");
     return response;
   }
   CURL* curl = handle->curl;

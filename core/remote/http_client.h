@@ -41,7 +41,7 @@ struct HttpRequest {
   std::string url;
   bool send_extra_headers = false;  // only to the location's own origin
   bool has_range = false;
-  uint64_t first = 0;               // Range: bytes=first-last (inclusive)
+  uint64_t first = 0;  // Range: bytes=first-last (inclusive)
   uint64_t last = 0;
   std::string if_match;             // empty: not sent
   std::string if_unmodified_since;  // empty: not sent
@@ -69,8 +69,8 @@ struct HttpResponse {
   std::string content_encoding;
   std::string etag;
   std::string last_modified;
-  std::string redirect_url;  // absolute, from Location, for 3xx
-  uint64_t body_bytes = 0;   // 2xx body bytes written into the segments
+  std::string redirect_url;    // absolute, from Location, for 3xx
+  uint64_t body_bytes = 0;     // 2xx body bytes written into the segments
   bool body_overflow = false;  // a 2xx body longer than the segments
 };
 

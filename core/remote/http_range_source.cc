@@ -104,8 +104,8 @@ StatusOr<size_t> HttpRangeSource::ReadAt(uint64_t offset, size_t length, char* d
     // once (ReadHeader reads it once), without filling the cache.
     size_t head = static_cast<size_t>(prefix_.size() - offset);
     std::memcpy(dst, prefix_.data() + offset, head);
-    status = fetcher_->Fetch(prefix_.size(), length - head, {{dst + head, length - head}},
-                             &cancel_);
+    status =
+        fetcher_->Fetch(prefix_.size(), length - head, {{dst + head, length - head}}, &cancel_);
     if (status.ok() && offset == 8 && end == header_end_) {
       LearnTensorEnds(std::string_view(dst, length));
     }
@@ -135,9 +135,15 @@ Status HttpRangeSource::ReadThroughCache(uint64_t offset, size_t length, char* d
                                      /*prefetch=*/false, &found));
     mine.push_back(found == BlockCache::Found::kCreated);
     switch (found) {
-      case BlockCache::Found::kReady: hits_.fetch_add(1, std::memory_order_relaxed); break;
-      case BlockCache::Found::kLoading: waits_.fetch_add(1, std::memory_order_relaxed); break;
-      default: misses_.fetch_add(1, std::memory_order_relaxed); break;
+      case BlockCache::Found::kReady:
+        hits_.fetch_add(1, std::memory_order_relaxed);
+        break;
+      case BlockCache::Found::kLoading:
+        waits_.fetch_add(1, std::memory_order_relaxed);
+        break;
+      default:
+        misses_.fetch_add(1, std::memory_order_relaxed);
+        break;
     }
   }
   const bool sequential = ScheduleReadahead(offset, length, last);
@@ -225,8 +231,8 @@ bool HttpRangeSource::ScheduleReadahead(uint64_t offset, size_t length, uint64_t
     uint64_t block_offset = index * block_size_;
     size_t block_length = static_cast<size_t>(std::min(block_size_, size_ - block_offset));
     BlockCache::Found found;
-    auto block = cache_->Acquire(owner_, index, block_offset, block_length, /*prefetch=*/true,
-                                 &found);
+    auto block =
+        cache_->Acquire(owner_, index, block_offset, block_length, /*prefetch=*/true, &found);
     if (found == BlockCache::Found::kNoRoom) break;
     if (found == BlockCache::Found::kCreated) created.push_back(std::move(block));
   }
@@ -321,13 +327,16 @@ std::string HttpRangeSource::StatsJson() const {
 StatusOr<std::unique_ptr<ByteSource>> OpenRemoteSource(const std::string& location,
                                                        const RemoteOptions& options) {
   if (!IsRemoteLocation(location)) {
-    return Status::InvalidArgument(RedactUrl(location) + ": not an http://, https:// or hf:// location");
+    return Status::InvalidArgument(RedactUrl(location) +
+                                   ": not an http://, https:// or hf:// location");
   }
-  std::shared_ptr<BlockCache> cache = options.cache ? options.cache : MakeBlockCache(options.cache_size);
+  std::shared_ptr<BlockCache> cache =
+      options.cache ? options.cache : MakeBlockCache(options.cache_size);
   if (options.block_size == 0 || cache->budget() < 2 * options.block_size) {
-    return Status::InvalidArgument(
-        "cache_size (" + std::to_string(cache->budget()) + " bytes) must hold at least two blocks of "
-        "block_size (" + std::to_string(options.block_size) + " bytes)");
+    return Status::InvalidArgument("cache_size (" + std::to_string(cache->budget()) +
+                                   " bytes) must hold at least two blocks of "
+                                   "block_size (" +
+                                   std::to_string(options.block_size) + " bytes)");
   }
   HttpSettings settings;
   settings.extra_headers = options.headers;
@@ -339,12 +348,13 @@ StatusOr<std::unique_ptr<ByteSource>> OpenRemoteSource(const std::string& locati
 
   std::string url = location;
   std::string describe = RedactUrl(location);
-  if (location.size() >= 5 && (location.compare(0, 5, "hf://") == 0 || location.compare(0, 5, "HF://") == 0)) {
+  if (strncasecmp(location.c_str(), "hf://", 5) == 0) {
     ASSIGN_OR_RETURN(HubLocation hub, ParseHubLocation(location));
     url = HubResolveUrl(hub, options.hub_endpoint);
     bool has_authorization = false;
     for (const std::string& h : options.headers) {
-      if (h.size() >= 14 && strncasecmp(h.c_str(), "Authorization:", 14) == 0) has_authorization = true;
+      if (h.size() >= 14 && strncasecmp(h.c_str(), "Authorization:", 14) == 0)
+        has_authorization = true;
     }
     if (!options.hub_token.empty() && !has_authorization) {
       settings.extra_headers.push_back("Authorization: Bearer " + options.hub_token);

@@ -21,7 +21,8 @@ bool IsRedirect(long status) {
 bool IsIdentityEncoding(const std::string& encoding) {
   if (encoding.empty()) return true;
   std::string lower;
-  for (char c : encoding) lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  for (char c : encoding)
+    lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
   return lower == "identity";
 }
 
@@ -29,7 +30,9 @@ std::string RangeText(uint64_t offset, uint64_t length) {
   return "bytes " + std::to_string(offset) + "-" + std::to_string(offset + length - 1);
 }
 
-bool IsWeakETag(const std::string& etag) { return etag.size() >= 2 && etag.compare(0, 2, "W/") == 0; }
+bool IsWeakETag(const std::string& etag) {
+  return etag.size() >= 2 && etag.compare(0, 2, "W/") == 0;
+}
 
 // Sleeps `delay`, waking early when `cancel` becomes true.
 void SleepUnlessCancelled(std::chrono::milliseconds delay, const std::atomic<bool>* cancel) {
@@ -37,8 +40,8 @@ void SleepUnlessCancelled(std::chrono::milliseconds delay, const std::atomic<boo
   while (std::chrono::steady_clock::now() < until) {
     if (cancel && cancel->load()) return;
     auto left = until - std::chrono::steady_clock::now();
-    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
-        left, std::chrono::milliseconds(20)));
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(left, std::chrono::milliseconds(20)));
   }
 }
 
@@ -170,11 +173,13 @@ RangeFetcher::Attempt RangeFetcher::Exchange(Mode mode, uint64_t offset, uint64_
     if (IsRedirect(r.status)) {
       if (r.redirect_url.empty()) {
         return {Status::IOError(describe_ + ": HTTP " + std::to_string(r.status) +
-                                " redirect without a Location"), false};
+                                " redirect without a Location"),
+                false};
       }
       if (++hops > max_redirects_) {
         return {Status::IOError(describe_ + ": more than " + std::to_string(max_redirects_) +
-                                " redirects"), false};
+                                " redirects"),
+                false};
       }
       url = r.redirect_url;
       continue;
@@ -204,7 +209,8 @@ RangeFetcher::Attempt RangeFetcher::JudgeError(const HttpResponse& r, const std:
   }
   if (r.status == 401 || r.status == 403) {
     return {Status::IOError(describe_ + ": " + status + " (access denied) for " + what +
-                            "; check the token or -o header="), false};
+                            "; check the token or -o header="),
+            false};
   }
   if (r.status == 408 || r.status == 429 || r.status >= 500) {
     return {Status::IOError(describe_ + ": " + status + " for " + what), true};
@@ -222,38 +228,46 @@ RangeFetcher::Attempt RangeFetcher::JudgeProbe(const HttpResponse& r, uint64_t l
     if (t > 0) id.mtime = timespec{t, 0};
   }
   if (r.status >= 200 && r.status < 300 && !IsIdentityEncoding(r.content_encoding)) {
-    return {Status::IOError(describe_ + ": server applied Content-Encoding '" +
-                            r.content_encoding + "' to a byte range"), false};
+    return {Status::IOError(describe_ + ": server applied Content-Encoding '" + r.content_encoding +
+                            "' to a byte range"),
+            false};
   }
   if (r.status == 206) {
     if (!r.content_range || r.content_range->unsatisfied || !r.content_range->total) {
       return {Status::IOError(describe_ + ": HTTP 206 with an unusable Content-Range '" +
-                              r.content_range_text + "' for " + what), false};
+                              r.content_range_text + "' for " + what),
+              false};
     }
     const ContentRange& cr = *r.content_range;
     uint64_t expected_last = std::min<uint64_t>(length, *cr.total) - 1;
     if (cr.first != 0 || cr.last != expected_last) {
-      return {Status::IOError(describe_ + ": server sent Content-Range '" + cr.text +
-                              "' for " + what), false};
+      return {
+          Status::IOError(describe_ + ": server sent Content-Range '" + cr.text + "' for " + what),
+          false};
     }
     if (r.body_overflow) {
       return {Status::IOError(describe_ + ": body longer than its Content-Range '" + cr.text + "'"),
               false};
     }
     if (r.body_bytes != expected_last + 1) {
-      return {Status::IOError(describe_ + ": short body: " + std::to_string(r.body_bytes) +
-                              " of " + std::to_string(expected_last + 1) + " bytes"), true};
+      return {Status::IOError(describe_ + ": short body: " + std::to_string(r.body_bytes) + " of " +
+                              std::to_string(expected_last + 1) + " bytes"),
+              true};
     }
     id.size = *cr.total;
   } else if (r.status == 200) {
     // Allowed only when it is the whole object and no larger than asked.
     if (r.body_overflow || (r.content_length && *r.content_length > length)) {
-      return {Status::IOError(describe_ + ": server ignores Range requests (HTTP 200 with the "
-                              "whole object to a request for " + what + ")"), false};
+      return {Status::IOError(describe_ +
+                              ": server ignores Range requests (HTTP 200 with the "
+                              "whole object to a request for " +
+                              what + ")"),
+              false};
     }
     if (r.content_length && *r.content_length != r.body_bytes) {
-      return {Status::IOError(describe_ + ": short body: " + std::to_string(r.body_bytes) +
-                              " of " + std::to_string(*r.content_length) + " bytes"), true};
+      return {Status::IOError(describe_ + ": short body: " + std::to_string(r.body_bytes) + " of " +
+                              std::to_string(*r.content_length) + " bytes"),
+              true};
     }
     id.size = r.body_bytes;
   } else if (r.status == 416) {
@@ -261,7 +275,8 @@ RangeFetcher::Attempt RangeFetcher::JudgeProbe(const HttpResponse& r, uint64_t l
       id.size = 0;  // an empty object: the header check will refuse it
     } else {
       return {Status::IOError(describe_ + ": HTTP 416 (range not satisfiable) for " + what +
-                              " with Content-Range '" + r.content_range_text + "'"), false};
+                              " with Content-Range '" + r.content_range_text + "'"),
+              false};
     }
   } else {
     return JudgeError(r, what);
@@ -278,14 +293,16 @@ RangeFetcher::Attempt RangeFetcher::JudgeFetch(const HttpResponse& r, uint64_t o
                                                uint64_t length) {
   const std::string what = RangeText(offset, length);
   const uint64_t size = identity_.size;
-  if (r.status == 412) return {MarkStale(std::string("HTTP 412 Precondition Failed on ") +
-                                        (identity_.etag.empty() || IsWeakETag(identity_.etag)
-                                             ? "If-Unmodified-Since"
-                                             : "If-Match")), false};
+  if (r.status == 412)
+    return {MarkStale(std::string("HTTP 412 Precondition Failed on ") +
+                      (identity_.etag.empty() || IsWeakETag(identity_.etag) ? "If-Unmodified-Since"
+                                                                            : "If-Match")),
+            false};
   if (r.status == 416) {
     if (r.content_range && r.content_range->total && *r.content_range->total != size) {
       return {MarkStale("size is now " + std::to_string(*r.content_range->total) + " bytes, was " +
-                        std::to_string(size)), false};
+                        std::to_string(size)),
+              false};
     }
     return JudgeError(r, what);
   }
@@ -305,43 +322,52 @@ RangeFetcher::Attempt RangeFetcher::JudgeFetch(const HttpResponse& r, uint64_t o
             false};
   }
   if (!IsIdentityEncoding(r.content_encoding)) {
-    return {Status::IOError(describe_ + ": server applied Content-Encoding '" +
-                            r.content_encoding + "' to a byte range"), false};
+    return {Status::IOError(describe_ + ": server applied Content-Encoding '" + r.content_encoding +
+                            "' to a byte range"),
+            false};
   }
   if (r.status == 206) {
     if (!r.content_range || r.content_range->unsatisfied || !r.content_range->total) {
       return {Status::IOError(describe_ + ": HTTP 206 with an unusable Content-Range '" +
-                              r.content_range_text + "' for " + what), false};
+                              r.content_range_text + "' for " + what),
+              false};
     }
     const ContentRange& cr = *r.content_range;
     if (*cr.total != size) {
       return {MarkStale("size is now " + std::to_string(*cr.total) + " bytes, was " +
-                        std::to_string(size)), false};
+                        std::to_string(size)),
+              false};
     }
     if (cr.first != offset || cr.last != offset + length - 1) {
-      return {Status::IOError(describe_ + ": server sent Content-Range '" + cr.text + "' for " +
-                              what), false};
+      return {
+          Status::IOError(describe_ + ": server sent Content-Range '" + cr.text + "' for " + what),
+          false};
     }
   } else if (r.status == 200) {
     if (offset != 0 || length != size) {
-      return {Status::IOError(describe_ + ": server ignores Range requests (HTTP 200 to a "
-                              "request for " + what + ")"), false};
-    }
-    if ((r.content_length && *r.content_length != size) || r.body_overflow) {
-      return {MarkStale("the whole object is no longer " + std::to_string(size) + " bytes"),
+      return {Status::IOError(describe_ +
+                              ": server ignores Range requests (HTTP 200 to a "
+                              "request for " +
+                              what + ")"),
               false};
     }
+    if ((r.content_length && *r.content_length != size) || r.body_overflow) {
+      return {MarkStale("the whole object is no longer " + std::to_string(size) + " bytes"), false};
+    }
   } else {
-    return {Status::IOError(describe_ + ": unexpected HTTP " + std::to_string(r.status) +
-                            " for " + what), false};
+    return {Status::IOError(describe_ + ": unexpected HTTP " + std::to_string(r.status) + " for " +
+                            what),
+            false};
   }
   if (r.body_overflow) {
     return {Status::IOError(describe_ + ": body longer than the " + std::to_string(length) +
-                            " bytes of " + what), false};
+                            " bytes of " + what),
+            false};
   }
   if (r.body_bytes != length) {
     return {Status::IOError(describe_ + ": short body: " + std::to_string(r.body_bytes) + " of " +
-                            std::to_string(length) + " bytes for " + what), true};
+                            std::to_string(length) + " bytes for " + what),
+            true};
   }
   return {Status::OK(), false};
 }

@@ -98,7 +98,7 @@ class RangeFetcher {
   mutable std::mutex mu_;
   std::string effective_url_;  // guarded by mu_: last URL that answered 2xx
   std::atomic<bool> stale_{false};
-  std::string stale_why_;      // guarded by mu_
+  std::string stale_why_;  // guarded by mu_
   FetchCounters counters_;
 };
 

@@ -14,8 +14,8 @@ std::string PercentEncode(std::string_view text, bool keep_slash) {
   static const char kHex[] = "0123456789ABCDEF";
   std::string out;
   for (unsigned char c : text) {
-    bool plain = std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' ||
-                 (keep_slash && c == '/');
+    bool plain =
+        std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' || (keep_slash && c == '/');
     if (plain) {
       out.push_back(static_cast<char>(c));
     } else {

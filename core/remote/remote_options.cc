@@ -41,7 +41,8 @@ bool ParseSize(std::string_view text, uint64_t* bytes) {
   uint64_t number = 0;
   if (!ParseUnsigned(text.substr(0, digits), &number)) return false;
   std::string unit;
-  for (char c : text.substr(digits)) unit.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+  for (char c : text.substr(digits))
+    unit.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
   int shift = 0;
   if (unit.empty() || unit == "B") {
     shift = 0;
@@ -151,7 +152,8 @@ bool IsRemoteLocation(std::string_view location) {
 StatusOr<bool> ApplyRemoteOption(std::string_view option, RemoteOptions* options) {
   size_t eq = option.find('=');
   std::string_view key = option.substr(0, eq);
-  std::string_view value = eq == std::string_view::npos ? std::string_view() : option.substr(eq + 1);
+  std::string_view value =
+      eq == std::string_view::npos ? std::string_view() : option.substr(eq + 1);
   bool has_value = eq != std::string_view::npos;
   auto need_value = [&]() -> Status {
     if (!has_value) return Status::InvalidArgument("-o " + std::string(key) + " needs a value");
@@ -162,8 +164,9 @@ StatusOr<bool> ApplyRemoteOption(std::string_view option, RemoteOptions* options
     RETURN_IF_ERROR(need_value());
     uint64_t bytes = 0;
     if (!ParseSize(value, &bytes) || bytes < min || bytes > max) {
-      return BadValue(key, value, "a size such as 64K, 4M or 1G, from " + std::to_string(min) +
-                                      " to " + std::to_string(max) + " bytes");
+      return BadValue(key, value,
+                      "a size such as 64K, 4M or 1G, from " + std::to_string(min) + " to " +
+                          std::to_string(max) + " bytes");
     }
     *field = bytes;
     return Status::OK();
@@ -172,8 +175,8 @@ StatusOr<bool> ApplyRemoteOption(std::string_view option, RemoteOptions* options
     RETURN_IF_ERROR(need_value());
     uint64_t n = 0;
     if (!ParseUnsigned(Trim(value), &n) || n < min || n > max) {
-      return BadValue(key, value, "a whole number from " + std::to_string(min) + " to " +
-                                      std::to_string(max));
+      return BadValue(key, value,
+                      "a whole number from " + std::to_string(min) + " to " + std::to_string(max));
     }
     *field = static_cast<int>(n);
     return Status::OK();
@@ -276,26 +279,26 @@ void ApplyRemoteEnvironment(RemoteOptions* options) {
 }
 
 std::string RemoteOptionsHelp() {
-  return
-      "Remote sources (http://, https://, hf://ORG/REPO/FILE[@REV]) accept:\n"
-      "    -o cache_size=SIZE       block cache budget for the mount (default 256M)\n"
-      "    -o block_size=SIZE       cache block and read-ahead request size (default 4M)\n"
-      "    -o readahead=SIZE        most bytes fetched ahead of a sequential reader\n"
-      "                             (default 64M, at most cache_size/2; 0 = off)\n"
-      "    -o connections=N         read-ahead transfers in flight (default 4)\n"
-      "    -o retries=N             retries for 5xx, resets, timeouts, stalls (default 5)\n"
-      "    -o retry_delay=TIME      first backoff, doubled per retry (default 200ms)\n"
-      "    -o retry_max_delay=TIME  longest backoff (default 10s)\n"
-      "    -o connect_timeout=TIME  (default 10s)\n"
-      "    -o stall_timeout=TIME    abort and retry a transfer idle this long (default 30s)\n"
-      "    -o timeout=TIME          limit for one request (default none)\n"
-      "    -o max_redirects=N       (default 10)\n"
-      "    -o header='Name: value'  extra request header, repeatable; sent only to the\n"
-      "                             location's own host (prefer STFS_HTTP_HEADER for tokens)\n"
-      "    -o cafile=PATH           CA bundle for TLS verification\n"
-      "    -o hf_endpoint=URL       hub for hf:// (default https://huggingface.co)\n"
-      "  Environment: HF_TOKEN (Bearer token for hf://), HF_ENDPOINT, STFS_HTTP_HEADER\n"
-      "  (headers, one 'Name: value' per line). SIZE: 4096, 64K, 4M, 1G. TIME: 500ms, 30s, 2m.\n";
+  return "Remote sources (http://, https://, hf://ORG/REPO/FILE[@REV]) accept:\n"
+         "    -o cache_size=SIZE       block cache budget for the mount (default 256M)\n"
+         "    -o block_size=SIZE       cache block and read-ahead request size (default 4M)\n"
+         "    -o readahead=SIZE        most bytes fetched ahead of a sequential reader\n"
+         "                             (default 64M, at most cache_size/2; 0 = off)\n"
+         "    -o connections=N         read-ahead transfers in flight (default 4)\n"
+         "    -o retries=N             retries for 5xx, resets, timeouts, stalls (default 5)\n"
+         "    -o retry_delay=TIME      first backoff, doubled per retry (default 200ms)\n"
+         "    -o retry_max_delay=TIME  longest backoff (default 10s)\n"
+         "    -o connect_timeout=TIME  (default 10s)\n"
+         "    -o stall_timeout=TIME    abort and retry a transfer idle this long (default 30s)\n"
+         "    -o timeout=TIME          limit for one request (default none)\n"
+         "    -o max_redirects=N       (default 10)\n"
+         "    -o header='Name: value'  extra request header, repeatable; sent only to the\n"
+         "                             location's own host (prefer STFS_HTTP_HEADER for tokens)\n"
+         "    -o cafile=PATH           CA bundle for TLS verification\n"
+         "    -o hf_endpoint=URL       hub for hf:// (default https://huggingface.co)\n"
+         "  Environment: HF_TOKEN (Bearer token for hf://), HF_ENDPOINT, STFS_HTTP_HEADER\n"
+         "  (headers, one 'Name: value' per line). SIZE: 4096, 64K, 4M, 1G. TIME: 500ms, 30s, "
+         "2m.\n";
 }
 
 }  // namespace stfs

@@ -232,8 +232,8 @@ TEST(ReadPattern, SequentialReadsContinueAStream) {
 
 TEST(ReadPattern, RandomReadsNeverMatch) {
   ReadPatternTracker t(4 << 20);
-  uint64_t offsets[] = {900ull << 20, 10ull << 20, 500ull << 20, 70ull << 20, 300ull << 20,
-                        (10ull << 20) + (2 << 20)};
+  uint64_t offsets[] = {900ull << 20, 10ull << 20,  500ull << 20,
+                        70ull << 20,  300ull << 20, (10ull << 20) + (2 << 20)};
   for (uint64_t off : offsets) EXPECT_EQ(ReadsBefore(t, off, 4096), 0u) << off;
 }
 

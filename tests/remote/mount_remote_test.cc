@@ -111,8 +111,8 @@ TEST_F(RemoteMount, DdOfEightMiBFetchesAboutEightMiB) {
   ASSERT_FALSE(mnt.empty());
   nginx_->ClearLog();
   std::string out = dir_.path() + "/dd.out";
-  CommandResult r = RunCommand({"dd", "if=" + mnt + "/tensor.0/data", "of=" + out, "bs=1M",
-                                "count=8", "status=none"});
+  CommandResult r = RunCommand(
+      {"dd", "if=" + mnt + "/tensor.0/data", "of=" + out, "bs=1M", "count=8", "status=none"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(ReadWholeFile(out).size(), 8 * kMiB);
   uint64_t fetched = 0;
@@ -125,7 +125,8 @@ TEST_F(RemoteMount, DdOfEightMiBFetchesAboutEightMiB) {
 }
 
 TEST_F(RemoteMount, ServerErrorsAreEioAndTheMountStaysUp) {
-  std::vector<TestTensor> tensors = {{"a", DType::U8, {3 * kMiB}, ""}, {"b", DType::U8, {3 * kMiB}, ""}};
+  std::vector<TestTensor> tensors = {{"a", DType::U8, {3 * kMiB}, ""},
+                                     {"b", DType::U8, {3 * kMiB}, ""}};
   Serve(BuildSafetensors(tensors));
   std::string error;
   proxy_ = FaultProxy::Start(nginx_->Url(""), &error);
@@ -150,13 +151,15 @@ TEST_F(RemoteMount, ServerErrorsAreEioAndTheMountStaysUp) {
 }
 
 TEST_F(RemoteMount, ReplacedObjectIsEstaleAndTheMountStaysUp) {
-  std::vector<TestTensor> tensors = {{"a", DType::U8, {2 * kMiB}, ""}, {"b", DType::U8, {6 * kMiB}, ""}};
+  std::vector<TestTensor> tensors = {{"a", DType::U8, {2 * kMiB}, ""},
+                                     {"b", DType::U8, {6 * kMiB}, ""}};
   std::string url = Serve(BuildSafetensors(tensors));
   std::string mnt = MountFile(url, {"-o", "block_size=1M"});
   ASSERT_FALSE(mnt.empty());
   int err = 0;
   EXPECT_EQ(ReadFile(mnt + "/a/data", &err), tensors[0].bytes);
-  std::vector<TestTensor> other = {{"a", DType::U8, {2 * kMiB}, ""}, {"b", DType::U8, {6 * kMiB}, ""}};
+  std::vector<TestTensor> other = {{"a", DType::U8, {2 * kMiB}, ""},
+                                   {"b", DType::U8, {6 * kMiB}, ""}};
   std::string tmp = WriteSource(BuildSafetensors(other), "model.safetensors.new");
   timespec times[2] = {{0, UTIME_OMIT}, {time(nullptr) + 3600, 0}};
   ASSERT_EQ(utimensat(AT_FDCWD, tmp.c_str(), times, 0), 0);
@@ -185,7 +188,8 @@ TEST_F(RemoteMount, HubLocationUsesEndpointAndToken) {
 }
 
 TEST_F(RemoteMount, StatsFileReportsWhatWasFetched) {
-  std::vector<TestTensor> tensors = {{"x", DType::U8, {6 * kMiB}, ""}, {"y", DType::U8, {10 * kMiB}, ""}};
+  std::vector<TestTensor> tensors = {{"x", DType::U8, {6 * kMiB}, ""},
+                                     {"y", DType::U8, {10 * kMiB}, ""}};
   std::string url = Serve(BuildSafetensors(tensors));
   std::string mnt = MountFile(url, {"-o", "block_size=1M"});
   ASSERT_FALSE(mnt.empty());

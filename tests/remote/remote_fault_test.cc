@@ -1,13 +1,13 @@
 // The remote source behind the project's fault proxy: every fault a server
 // or network can throw ends in exact bytes (after retries) or in the right
 // Status, and the source keeps serving afterwards.
-#include <gtest/gtest.h>
 #include <fcntl.h>
-#include <nlohmann/json.hpp>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <chrono>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
 
@@ -17,8 +17,8 @@ namespace stfs {
 namespace {
 
 using testing::CheckRead;
-using testing::FileWithTensorSizes;
 using testing::FaultProxy;
+using testing::FileWithTensorSizes;
 using testing::LoggedRequest;
 
 class RemoteFaults : public testing::NginxTest {
@@ -34,7 +34,8 @@ class RemoteFaults : public testing::NginxTest {
   }
 
   // Opens f.safetensors through the proxy.
-  std::unique_ptr<ByteSource> OpenViaProxy(const RemoteOptions& options, const std::string& path = "/f.safetensors") {
+  std::unique_ptr<ByteSource> OpenViaProxy(const RemoteOptions& options,
+                                           const std::string& path = "/f.safetensors") {
     return Open(proxy_->Url(path), options);
   }
 
@@ -134,7 +135,8 @@ TEST_F(RemoteFaults, ServerIgnoringRangeIsAnErrorAndNotRetried) {
   EXPECT_NE(s.message().find("server ignores Range requests"), std::string::npos) << s.message();
   EXPECT_EQ(proxy_->Requests(), 1);
   // Opening fails the same way: the object is larger than the first request.
-  StatusOr<std::unique_ptr<ByteSource>> again = OpenRemoteSource(proxy_->Url("/f.safetensors"), TestOptions());
+  StatusOr<std::unique_ptr<ByteSource>> again =
+      OpenRemoteSource(proxy_->Url("/f.safetensors"), TestOptions());
   ASSERT_FALSE(again.ok());
   EXPECT_NE(again.status().message().find("server ignores Range requests"), std::string::npos);
 }
@@ -158,7 +160,8 @@ TEST_F(RemoteFaults, WrongContentRangeIsAnError) {
   EXPECT_EQ(s.code(), StatusCode::kIOError);
   EXPECT_NE(s.message().find("Content-Range"), std::string::npos) << s.message();
   // And at open.
-  StatusOr<std::unique_ptr<ByteSource>> again = OpenRemoteSource(proxy_->Url("/f.safetensors"), TestOptions());
+  StatusOr<std::unique_ptr<ByteSource>> again =
+      OpenRemoteSource(proxy_->Url("/f.safetensors"), TestOptions());
   ASSERT_FALSE(again.ok());
   EXPECT_NE(again.status().message().find("Content-Range"), std::string::npos);
 }

@@ -95,10 +95,10 @@ TEST(RemoteOptions, LaterHeaderOfTheSameNameReplacesEarlier) {
 
 TEST(RemoteOptions, HelpListsEveryOption) {
   std::string help = RemoteOptionsHelp();
-  for (const char* name : {"cache_size=", "block_size=", "readahead=", "connections=", "retries=",
-                           "retry_delay=", "stall_timeout=", "connect_timeout=", "timeout=",
-                           "max_redirects=", "header=", "cafile=", "hf_endpoint=", "HF_TOKEN",
-                           "STFS_HTTP_HEADER"}) {
+  for (const char* name :
+       {"cache_size=", "block_size=", "readahead=", "connections=", "retries=", "retry_delay=",
+        "stall_timeout=", "connect_timeout=", "timeout=", "max_redirects=", "header=", "cafile=",
+        "hf_endpoint=", "HF_TOKEN", "STFS_HTTP_HEADER"}) {
     EXPECT_NE(help.find(name), std::string::npos) << name;
   }
 }
@@ -164,8 +164,8 @@ TEST(HubLocation, MapsToResolveUrl) {
 }
 
 TEST(HubLocation, KeepsSubdirectoriesAndEncodesRevision) {
-  StatusOr<HubLocation> hub =
-      ParseHubLocation("hf://meta-llama/Llama-3.1-8B/original/consolidated.00.safetensors@refs/pr/12");
+  StatusOr<HubLocation> hub = ParseHubLocation(
+      "hf://meta-llama/Llama-3.1-8B/original/consolidated.00.safetensors@refs/pr/12");
   ASSERT_TRUE(hub.ok()) << hub.status().ToString();
   EXPECT_EQ(hub->file, "original/consolidated.00.safetensors");
   EXPECT_EQ(hub->revision, "refs/pr/12");
@@ -186,9 +186,9 @@ TEST(HubLocation, SupportsDatasetsAndSpaces) {
 }
 
 TEST(HubLocation, RefusesIncompleteLocations) {
-  for (const char* bad : {"hf://", "hf://org", "hf://org/repo", "hf://org/repo/", "hf:///repo/f",
-                          "hf://org//f", "hf://org/repo/f@", "http://org/repo/f",
-                          "hf://org/repo/dir/"}) {
+  for (const char* bad :
+       {"hf://", "hf://org", "hf://org/repo", "hf://org/repo/", "hf:///repo/f", "hf://org//f",
+        "hf://org/repo/f@", "http://org/repo/f", "hf://org/repo/dir/"}) {
     StatusOr<HubLocation> hub = ParseHubLocation(bad);
     EXPECT_FALSE(hub.ok()) << bad;
     if (!hub.ok()) {
@@ -227,9 +227,9 @@ TEST(ContentRange, ParsesAndRefusesMalformedValues) {
   r = ParseContentRange("bytes 5-9/*");
   ASSERT_TRUE(r);
   EXPECT_FALSE(r->total.has_value());
-  for (const char* bad : {"", "bytes", "bytes 9-5/10", "bytes 0-10/10", "items 0-1/2",
-                          "bytes 0-1", "bytes -1-2/3", "bytes 0-1/x", "bytes */*",
-                          "bytes 0-99999999999999999999/1"}) {
+  for (const char* bad :
+       {"", "bytes", "bytes 9-5/10", "bytes 0-10/10", "items 0-1/2", "bytes 0-1", "bytes -1-2/3",
+        "bytes 0-1/x", "bytes */*", "bytes 0-99999999999999999999/1"}) {
     EXPECT_FALSE(ParseContentRange(bad)) << bad;
   }
 }

@@ -1,13 +1,13 @@
 // The remote source against a real nginx on 127.0.0.1: request counts for
 // the header, byte-exact reads, what the cache and read-ahead fetch, the
 // validator, redirects, hf:// and the stats.
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <thread>
@@ -190,7 +190,8 @@ TEST_F(RemoteSource, ReadersOfOneBlockShareOneFetch) {
   nginx_->ClearLog();
   std::vector<std::thread> readers;
   for (int t = 0; t < 12; ++t) {
-    readers.emplace_back([&, t] { EXPECT_EQ(CheckRead(*source, file, (3 << 20) + t * 1000, 5000), ""); });
+    readers.emplace_back(
+        [&, t] { EXPECT_EQ(CheckRead(*source, file, (3 << 20) + t * 1000, 5000), ""); });
   }
   for (auto& r : readers) r.join();
   std::vector<LoggedRequest> log = Logged();
@@ -341,8 +342,8 @@ TEST_F(RemoteSource, ExtraHeadersAreSentAndCredentialsNeverDescribed) {
   root_.Write("h.safetensors", file);
   RemoteOptions options = TestOptions();
   options.headers.push_back("X-Test: present");
-  std::string url = "http://user:pa55@127.0.0.1:" + std::to_string(nginx_->port()) +
-                    "/h.safetensors?sig=SECRET";
+  std::string url =
+      "http://user:pa55@127.0.0.1:" + std::to_string(nginx_->port()) + "/h.safetensors?sig=SECRET";
   auto source = Open(url, options);
   ASSERT_NE(source, nullptr);
   EXPECT_EQ(source->Describe(), nginx_->Url("/h.safetensors"));
@@ -379,11 +380,33 @@ TEST_F(RemoteSource, StatsAreOneJsonObjectWithTheDocumentedFields) {
   EXPECT_EQ(text.find('\n'), text.size() - 1);
   nlohmann::json s = nlohmann::json::parse(text);
   ASSERT_TRUE(s.is_object());
-  for (const char* key : {"type", "url", "size", "block_size", "cache_size", "cache_bytes",
-                          "cache_blocks", "readahead_max", "reads", "bytes_read", "prefix_reads",
-                          "hits", "waits", "misses", "readahead_blocks", "readahead_unused",
-                          "evictions", "recycled", "requests", "bytes_fetched", "retries", "failures",
-                          "resolves", "read_errors", "in_flight", "stale", "etag"}) {
+  for (const char* key : {"type",
+                          "url",
+                          "size",
+                          "block_size",
+                          "cache_size",
+                          "cache_bytes",
+                          "cache_blocks",
+                          "readahead_max",
+                          "reads",
+                          "bytes_read",
+                          "prefix_reads",
+                          "hits",
+                          "waits",
+                          "misses",
+                          "readahead_blocks",
+                          "readahead_unused",
+                          "evictions",
+                          "recycled",
+                          "requests",
+                          "bytes_fetched",
+                          "retries",
+                          "failures",
+                          "resolves",
+                          "read_errors",
+                          "in_flight",
+                          "stale",
+                          "etag"}) {
     EXPECT_TRUE(s.contains(key)) << key;
   }
   EXPECT_EQ(s["size"].get<uint64_t>(), file.size());
@@ -426,7 +449,8 @@ TEST(RemoteSourceOpen, RefusedConnectionFailsAtOnce) {
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_FALSE(source.ok());
   EXPECT_EQ(source.status().code(), StatusCode::kIOError);
-  EXPECT_NE(source.status().message().find("http://127.0.0.1:1/model.safetensors"), std::string::npos);
+  EXPECT_NE(source.status().message().find("http://127.0.0.1:1/model.safetensors"),
+            std::string::npos);
   EXPECT_LT(seconds, 1.5);
 }
 

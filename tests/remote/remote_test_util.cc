@@ -31,7 +31,8 @@ std::string CheckRead(const ByteSource& source, const std::string& file, uint64_
     return "read at " + std::to_string(offset) + " returned " + std::to_string(*n) +
            " bytes, expected " + std::to_string(expected);
   }
-  if (std::memcmp(buf.data(), file.data() + std::min<uint64_t>(offset, file.size()), expected) != 0) {
+  if (std::memcmp(buf.data(), file.data() + std::min<uint64_t>(offset, file.size()), expected) !=
+      0) {
     return "wrong bytes at " + std::to_string(offset) + " (+" + std::to_string(length) + ")";
   }
   return "";
