@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <utility>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -53,6 +54,9 @@ int ErrnoFromStatus(const Status& status) {
 namespace {
 
 constexpr double kImmutableTimeout = 365.0 * 24 * 3600;
+// The largest read whose fd reply libfuse 3.14 can splice: 1 MiB pipes
+// minus the reply header's pages.
+constexpr unsigned kSpliceableReadBytes = (1 << 20) - 4 * 4096;
 
 struct ReadyState {
   std::mutex mu;
@@ -124,8 +128,14 @@ void OnInit(void* userdata, fuse_conn_info* conn) {
   if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
   if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
-  if (ctx->options->read_reply == ReadReply::kFd && (conn->capable & FUSE_CAP_SPLICE_WRITE)) {
+  if (ctx->options->read_reply == ReadReply::kSplice && (conn->capable & FUSE_CAP_SPLICE_WRITE)) {
     conn->want |= FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE;
+    // libfuse splices a reply only when it and three more pages fit in a
+    // pipe, and pipes stop at 1 MiB (/proc/sys/fs/pipe-max-size); larger
+    // replies fall back to a fresh malloc + pread + writev each. libfuse
+    // derives max_pages from max_write, so 252 pages keep every read
+    // spliceable.
+    conn->max_write = kSpliceableReadBytes;
   } else {
     conn->want &= ~(FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
   }
@@ -191,29 +201,116 @@ std::vector<char>& ThreadBuffer(size_t size) {
   return buffer;
 }
 
+// A per-thread pipe that holds one data reply spliced from the source. We
+// splice source -> pipe ourselves, so a short count (the source shrank) is
+// caught and answered with EIO, then hand libfuse the pipe, which it
+// splices on into /dev/fuse: the bytes never pass through user memory.
+// (Handing libfuse the source fd itself would turn a short source read into
+// a short reply, which the kernel takes as end of file.)
+class SplicePipe {
+ public:
+  SplicePipe() {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return;
+    read_end_ = fds[0];
+    write_end_ = fds[1];
+    int size = ::fcntl(write_end_, F_SETPIPE_SZ, static_cast<int>(kSpliceableReadBytes));
+    capacity_ = size > 0 ? static_cast<size_t>(size) : 0;
+  }
+  ~SplicePipe() { Close(); }
+  SplicePipe(const SplicePipe&) = delete;
+  SplicePipe& operator=(const SplicePipe&) = delete;
+
+  size_t capacity() const { return capacity_; }
+  int read_end() const { return read_end_; }
+
+  // Moves `length` bytes at `offset` of `fd` into the pipe; false on a short
+  // count or an error (errno set; EIO for a short count).
+  bool Fill(int fd, uint64_t offset, size_t length) {
+    loff_t pos = static_cast<loff_t>(offset);
+    size_t moved = 0;
+    while (moved < length) {
+      ssize_t n = ::splice(fd, &pos, write_end_, nullptr, length - moved, SPLICE_F_MOVE);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        if (n == 0) errno = EIO;
+        return false;
+      }
+      moved += static_cast<size_t>(n);
+    }
+    return true;
+  }
+
+  // Drops whatever the pipe still holds after a failure, by replacing it.
+  void Reset() {
+    Close();
+    *this = SplicePipe();
+  }
+
+ private:
+  SplicePipe& operator=(SplicePipe&& other) noexcept {
+    read_end_ = std::exchange(other.read_end_, -1);
+    write_end_ = std::exchange(other.write_end_, -1);
+    capacity_ = std::exchange(other.capacity_, 0);
+    return *this;
+  }
+  void Close() {
+    if (read_end_ >= 0) ::close(read_end_);
+    if (write_end_ >= 0) ::close(write_end_);
+    read_end_ = write_end_ = -1;
+    capacity_ = 0;
+  }
+
+  int read_end_ = -1;
+  int write_end_ = -1;
+  size_t capacity_ = 0;
+};
+
+void LogReadError(fuse_ino_t ino, off_t off, const std::string& what) {
+  std::fprintf(stderr, "stfs: read of inode %llu at %lld failed: %s\n", static_cast<unsigned long long>(ino),
+               static_cast<long long>(off), what.c_str());
+}
+
+// Answers a `data` read by splicing; returns false (nothing replied) when
+// this read cannot be spliced and should take the pread path.
+bool TrySpliceReply(fuse_req_t req, const Context& ctx, fuse_ino_t ino, size_t size, off_t off) {
+  StatusOr<SourceWindow> window = ctx.fs->DataWindow(ino, static_cast<uint64_t>(off), size);
+  if (!window.ok() || window->fd < 0) return false;  // not a data file, or no fd (remote)
+  if (window->length == 0) {
+    fuse_reply_buf(req, nullptr, 0);
+    return true;
+  }
+  thread_local SplicePipe pipe;
+  if (pipe.capacity() < window->length) return false;
+  if (!pipe.Fill(window->fd, window->offset, window->length)) {
+    int err = errno;
+    pipe.Reset();
+    ctx.fs->CountReadError();
+    LogReadError(ino, off, ctx.fs->source().Describe() + ": " + std::strerror(err) +
+                               (err == EIO ? " (source shorter than when mounted?)" : ""));
+    fuse_reply_err(req, EIO);
+    return true;
+  }
+  fuse_bufvec buf = FUSE_BUFVEC_INIT(window->length);
+  buf.buf[0].flags = FUSE_BUF_IS_FD;
+  buf.buf[0].fd = pipe.read_end();
+  if (fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE) != 0) {
+    pipe.Reset();  // the reply may have left bytes behind
+  } else {
+    ctx.fs->CountRead(window->length);
+  }
+  return true;
+}
+
 void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
   Guarded(req, [&] {
     Context& ctx = Ctx(req);
     if (off < 0) return (void)fuse_reply_err(req, EINVAL);
-    if (ctx.options->read_reply == ReadReply::kFd) {
-      StatusOr<SourceWindow> window = ctx.fs->DataWindow(ino, static_cast<uint64_t>(off), size);
-      if (window.ok() && window->fd >= 0) {
-        if (window->length == 0) return (void)fuse_reply_buf(req, nullptr, 0);
-        fuse_bufvec buf = FUSE_BUFVEC_INIT(window->length);
-        buf.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
-        buf.buf[0].fd = window->fd;
-        buf.buf[0].pos = static_cast<off_t>(window->offset);
-        ctx.fs->CountRead(window->length);
-        fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
-        return;
-      }
-      // Not a data file, or a source without an fd: fall through to pread.
-    }
+    if (ctx.options->read_reply == ReadReply::kSplice && TrySpliceReply(req, ctx, ino, size, off)) return;
     std::vector<char>& buffer = ThreadBuffer(size);
     StatusOr<size_t> n = ctx.fs->Read(ino, static_cast<uint64_t>(off), size, buffer.data());
     if (!n.ok()) {
-      std::fprintf(stderr, "stfs: read of inode %llu at %lld failed: %s\n", static_cast<unsigned long long>(ino),
-                   static_cast<long long>(off), n.status().message().c_str());
+      LogReadError(ino, off, n.status().message());
       return ReplyStatus(req, n.status());
     }
     fuse_reply_buf(req, buffer.data(), *n);

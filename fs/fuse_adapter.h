@@ -15,8 +15,8 @@ namespace stfs {
 
 // How `data` reads are answered.
 enum class ReadReply {
-  kPread,  // pread into a per-thread buffer, reply with the bytes (default)
-  kFd,     // hand libfuse the source fd and offset (FUSE_BUF_IS_FD|FUSE_BUF_FD_SEEK)
+  kSplice,  // splice source -> per-thread pipe -> /dev/fuse (default; sources with an fd)
+  kPread,   // pread into a per-thread buffer, reply with the bytes
 };
 
 struct ServeOptions {
@@ -25,7 +25,7 @@ struct ServeOptions {
   bool debug = false;                   // libfuse -d
   bool single_threaded = false;         // -s
   unsigned max_threads = 16;
-  ReadReply read_reply = ReadReply::kPread;
+  ReadReply read_reply = ReadReply::kSplice;  // sources without an fd always use pread
   unsigned readahead_kb = 4096;         // /sys/class/bdi/<dev>/read_ahead_kb; 0 keeps the kernel's
 };
 

@@ -57,8 +57,9 @@ constexpr const char* kUsage =
     "  -d                  FUSE debug output (implies -f)\n"
     "  -s                  single-threaded\n"
     "  -o OPT[,OPT...]     mount options; libfuse's pass through (allow_other, ...)\n"
-    "     read_reply=pread|fd   answer data reads by pread into a buffer (default)\n"
-    "                           or by handing libfuse the source fd (splice)\n"
+    "     read_reply=splice|pread  answer data reads of a local file by splicing\n"
+    "                           it through a pipe (default, no copy in the daemon)\n"
+    "                           or by pread into a buffer (fd is splice's old name)\n"
     "     readahead_kb=N        kernel read-ahead for the mount (default 4096; 0 keeps 128)\n"
     "     threads=N             most FUSE worker threads (default 16)\n"
     "     log=PATH              append the background daemon's messages (read\n"
@@ -96,8 +97,8 @@ Status ApplyMountOption(const std::string& option, CommandLine* cl) {
   std::string value = eq == std::string::npos ? "" : option.substr(eq + 1);
   if (key == "read_reply") {
     if (value == "pread") cl->serve.read_reply = ReadReply::kPread;
-    else if (value == "fd") cl->serve.read_reply = ReadReply::kFd;
-    else return Status::InvalidArgument("option read_reply=" + value + ": expected pread or fd");
+    else if (value == "splice" || value == "fd") cl->serve.read_reply = ReadReply::kSplice;
+    else return Status::InvalidArgument("option read_reply=" + value + ": expected splice or pread");
     return Status::OK();
   }
   if (key == "readahead_kb") {

@@ -5,7 +5,7 @@
 #   1. a 2 GiB tensor: direct read of its bytes from the source file (warm
 #      page cache) vs the mount's `data` (first read on a fresh mount, then
 #      repeated reads), all with the same reader (dd bs=1M), as GB/s and ratios;
-#   2. the same first read with -o read_reply=pread vs read_reply=fd, and with
+#   2. the same first read with -o read_reply=splice (default) vs pread, and with
 #      -o readahead_kb=128, 1024, 4096;
 #   3. the daemon's peak RSS (VmHWM) after serving the 2 GiB read;
 #   4. mount time and `ls -lR` time for a file of 10,000 tensors.
@@ -171,15 +171,11 @@ cat "$BIG" >/dev/null
 cat "$BIG" >/dev/null
 
 # A configuration: a label and its -o options. The first is the default.
-DEFAULT="default (pread, readahead 4096 KiB)"
+DEFAULT="default (splice, readahead 4096 KiB)"
 CONFIGS=("$DEFAULT|"
-         "read_reply=fd|read_reply=fd"
+         "read_reply=pread|read_reply=pread"
          "readahead_kb=128|readahead_kb=128"
-         "readahead_kb=1024|readahead_kb=1024"
-         # Requests of 252 pages: libfuse 3.14 splices only when the reply and
-         # 3 pages fit in a pipe, and pipes stop at 1 MiB (fs/pipe-max-size).
-         "read_reply=pread,max_read=1032192|read_reply=pread,max_read=1032192"
-         "read_reply=fd,max_read=1032192|read_reply=fd,max_read=1032192")
+         "readahead_kb=1024|readahead_kb=1024")
 # More, from the environment: "label|opts;label|opts".
 if [[ -n "${STFS_BENCH_EXTRA:-}" ]]; then
   IFS=';' read -r -a extra <<<"$STFS_BENCH_EXTRA"
@@ -284,11 +280,8 @@ best_ra="" best_ra_v=0
 for label in "readahead_kb=128" "readahead_kb=1024" "$DEFAULT"; do
   if awk -v a="${FRAT[$label]}" -v b="$best_ra_v" 'BEGIN { exit !(a > b) }'; then best_ra="$label" best_ra_v=${FRAT[$label]}; fi
 done
-faster() { awk -v p="$1" -v f="$2" 'BEGIN { print (p >= f ? "pread" : "fd") }'; }
-echo "read reply: pread ${FRAT[$DEFAULT]}x vs fd ${FRAT[read_reply=fd]}x of direct (first read) -> $(faster "${FRAT[$DEFAULT]}" "${FRAT[read_reply=fd]}") is faster"
-p252=${FRAT[read_reply=pread,max_read=1032192]}
-f252=${FRAT[read_reply=fd,max_read=1032192]}
-echo "read reply with max_read=1032192: pread ${p252}x vs fd ${f252}x -> $(faster "$p252" "$f252") is faster"
+faster() { awk -v s="$1" -v p="$2" 'BEGIN { print (s >= p ? "splice" : "pread") }'; }
+echo "read reply: splice ${FRAT[$DEFAULT]}x vs pread ${FRAT[read_reply=pread]}x of direct (first read) -> $(faster "${FRAT[$DEFAULT]}" "${FRAT[read_reply=pread]}") is faster"
 echo "readahead: best first read with $best_ra (${best_ra_v}x of direct)"
 echo "daemon peak RSS (VmHWM) after serving ${SIZE_MIB} MiB: ${rss_mib} MiB over all configurations, $(awk -v k="$rss_default_kb" 'BEGIN { printf "%.1f", k / 1024 }') MiB with the default"
 echo

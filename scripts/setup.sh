@@ -9,7 +9,7 @@ packages=(
   build-essential cmake pkg-config git
   libfuse3-dev fuse3
   nlohmann-json3-dev
-  libcurl4-openssl-dev
+  libcurl4-openssl-dev curl
   libgtest-dev
   nginx-light
   python3

@@ -155,7 +155,37 @@ TEST_P(MountReadReply, EightConcurrentReadersAtRandomOffsetsAreByteExact) {
   ExpectTensorServed(mnt, tensors[2]);
 }
 
-INSTANTIATE_TEST_SUITE_P(Mount, MountReadReply, ::testing::Values("pread", "fd"),
+TEST_P(MountReadReply, SourceShrunkUnderTheMountIsEioAndTheMountStaysUp) {
+  std::vector<TestTensor> tensors = FewMiBTensors(3 * kMiB);
+  std::string source = WriteSource(BuildSafetensors(tensors));
+  std::string mnt = MountFile(source, {"-o", std::string("read_reply=") + GetParam()});
+  ASSERT_FALSE(mnt.empty());
+  struct stat st;
+  ASSERT_EQ(::stat(source.c_str(), &st), 0);
+  // Cut the file in the middle of the big tensor.
+  ASSERT_EQ(::truncate(source.c_str(), st.st_size - static_cast<off_t>(2 * kMiB)), 0);
+  int fd = ::open((mnt + "/big/data").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  std::vector<char> buf(tensors[1].bytes.size());
+  ssize_t total = 0;
+  int error = 0;
+  for (;;) {
+    ssize_t n = ::read(fd, buf.data() + total, buf.size() - static_cast<size_t>(total));
+    if (n < 0) { error = errno; break; }
+    if (n == 0) break;
+    total += n;
+  }
+  ::close(fd);
+  EXPECT_EQ(error, EIO) << "read " << total << " bytes, then " << (error ? std::strerror(error) : "end of file");
+  // Whatever was returned before the error is the file's bytes, and the size never changed.
+  EXPECT_EQ(std::memcmp(buf.data(), tensors[1].bytes.data(), static_cast<size_t>(total)), 0);
+  ASSERT_EQ(::stat((mnt + "/big/data").c_str(), &st), 0);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), tensors[1].bytes.size());
+  // The mount still answers; the first tensor still reads.
+  ExpectTensorServed(mnt, tensors[0]);
+}
+
+INSTANTIATE_TEST_SUITE_P(Mount, MountReadReply, ::testing::Values("pread", "splice"),
                          [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 
 TEST_F(Mount, ReadaheadOfTheMountIsRaised) {
