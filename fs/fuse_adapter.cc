@@ -30,6 +30,8 @@
 #include <thread>
 #include <vector>
 
+#include "fs/splice_pipe.h"
+
 namespace stfs {
 
 int ErrnoFromStatus(const Status& status) {
@@ -54,9 +56,6 @@ int ErrnoFromStatus(const Status& status) {
 namespace {
 
 constexpr double kImmutableTimeout = 365.0 * 24 * 3600;
-// The largest read whose fd reply libfuse 3.14 can splice: 1 MiB pipes
-// minus the reply header's pages.
-constexpr unsigned kSpliceableReadBytes = (1 << 20) - 4 * 4096;
 
 struct ReadyState {
   std::mutex mu;
@@ -201,71 +200,6 @@ std::vector<char>& ThreadBuffer(size_t size) {
   return buffer;
 }
 
-// A per-thread pipe that holds one data reply spliced from the source. We
-// splice source -> pipe ourselves, so a short count (the source shrank) is
-// caught and answered with EIO, then hand libfuse the pipe, which it
-// splices on into /dev/fuse: the bytes never pass through user memory.
-// (Handing libfuse the source fd itself would turn a short source read into
-// a short reply, which the kernel takes as end of file.)
-class SplicePipe {
- public:
-  SplicePipe() {
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) return;
-    read_end_ = fds[0];
-    write_end_ = fds[1];
-    int size = ::fcntl(write_end_, F_SETPIPE_SZ, static_cast<int>(kSpliceableReadBytes));
-    capacity_ = size > 0 ? static_cast<size_t>(size) : 0;
-  }
-  ~SplicePipe() { Close(); }
-  SplicePipe(const SplicePipe&) = delete;
-  SplicePipe& operator=(const SplicePipe&) = delete;
-
-  size_t capacity() const { return capacity_; }
-  int read_end() const { return read_end_; }
-
-  // Moves `length` bytes at `offset` of `fd` into the pipe; false on a short
-  // count or an error (errno set; EIO for a short count).
-  bool Fill(int fd, uint64_t offset, size_t length) {
-    loff_t pos = static_cast<loff_t>(offset);
-    size_t moved = 0;
-    while (moved < length) {
-      ssize_t n = ::splice(fd, &pos, write_end_, nullptr, length - moved, SPLICE_F_MOVE);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        if (n == 0) errno = EIO;
-        return false;
-      }
-      moved += static_cast<size_t>(n);
-    }
-    return true;
-  }
-
-  // Drops whatever the pipe still holds after a failure, by replacing it.
-  void Reset() {
-    Close();
-    *this = SplicePipe();
-  }
-
- private:
-  SplicePipe& operator=(SplicePipe&& other) noexcept {
-    read_end_ = std::exchange(other.read_end_, -1);
-    write_end_ = std::exchange(other.write_end_, -1);
-    capacity_ = std::exchange(other.capacity_, 0);
-    return *this;
-  }
-  void Close() {
-    if (read_end_ >= 0) ::close(read_end_);
-    if (write_end_ >= 0) ::close(write_end_);
-    read_end_ = write_end_ = -1;
-    capacity_ = 0;
-  }
-
-  int read_end_ = -1;
-  int write_end_ = -1;
-  size_t capacity_ = 0;
-};
-
 void LogReadError(fuse_ino_t ino, off_t off, const std::string& what) {
   std::fprintf(stderr, "stfs: read of inode %llu at %lld failed: %s\n", static_cast<unsigned long long>(ino),
                static_cast<long long>(off), what.c_str());
@@ -280,6 +214,9 @@ bool TrySpliceReply(fuse_req_t req, const Context& ctx, fuse_ino_t ino, size_t s
     fuse_reply_buf(req, nullptr, 0);
     return true;
   }
+  // Splicing source -> our pipe ourselves catches a short count (the source
+  // shrank) as EIO; handing libfuse the source fd would turn it into a short
+  // reply, which the kernel takes as end of file.
   thread_local SplicePipe pipe;
   if (pipe.capacity() < window->length) return false;
   if (!pipe.Fill(window->fd, window->offset, window->length)) {
