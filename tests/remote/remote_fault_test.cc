@@ -49,6 +49,16 @@ class RemoteFaults : public testing::NginxTest {
 
   nlohmann::json ProxyStats() const { return nlohmann::json::parse(proxy_->StatsJson()); }
 
+  // Without read-ahead, requests go one at a time, so with every=k a fetch
+  // that is reset is always retried on an unfaulted request. (With parallel
+  // read-ahead a fetch's attempts can all land on faulted requests and run out
+  // of retries: that case is ManyReadersThroughIntermittentFaultsGetExactBytes.)
+  static RemoteOptions OneRequestAtATime() {
+    RemoteOptions o = TestOptions();
+    o.readahead = 0;
+    return o;
+  }
+
   std::unique_ptr<FaultProxy> proxy_;
   std::string file_;
 };
@@ -57,7 +67,7 @@ nlohmann::json Stats(const ByteSource& source) { return nlohmann::json::parse(so
 
 TEST_F(RemoteFaults, EveryThird503IsRetriedAndBytesAreExact) {
   proxy_->Set("fault=status&status=503&every=3");
-  auto source = OpenViaProxy(TestOptions());
+  auto source = OpenViaProxy(OneRequestAtATime());
   ASSERT_NE(source, nullptr);
   for (uint64_t off = 0; off < file_.size(); off += 700000) {
     ASSERT_EQ(CheckRead(*source, file_, off, 300000), "");
@@ -85,16 +95,19 @@ TEST_F(RemoteFaults, Persistent503EndsInIOErrorAndTheSourceStaysUsable) {
 
 TEST_F(RemoteFaults, ConnectionResetsAreRetried) {
   proxy_->Set("fault=reset&every=2");
-  auto source = OpenViaProxy(TestOptions());
+  auto source = OpenViaProxy(OneRequestAtATime());
   ASSERT_NE(source, nullptr);
   for (uint64_t off = 0; off < file_.size(); off += 1 << 20) {
     ASSERT_EQ(CheckRead(*source, file_, off, 1 << 20), "");
   }
-  EXPECT_GT(Stats(*source)["retries"].get<uint64_t>(), 0u);
+  // A reset before any byte of a reused connection may be retried by curl
+  // itself (a fresh connect) or by us; either way the proxy reset requests
+  // and every byte came back right.
+  EXPECT_GT(ProxyStats()["faulted"].get<int>(), 0);
 }
 
 TEST_F(RemoteFaults, ResetInTheMiddleOfABodyIsRetried) {
-  auto source = OpenViaProxy(TestOptions());
+  auto source = OpenViaProxy(OneRequestAtATime());
   ASSERT_NE(source, nullptr);
   proxy_->Set("fault=reset_mid&every=2");
   for (uint64_t off = 0; off < file_.size(); off += 1 << 20) {
