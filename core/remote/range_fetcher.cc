@@ -218,6 +218,18 @@ RangeFetcher::Attempt RangeFetcher::JudgeError(const HttpResponse& r, const std:
   return {Status::IOError(describe_ + ": unexpected " + status + " for " + what), false};
 }
 
+Status RangeFetcher::CheckRangeBody(const HttpResponse& r, const std::string& what) const {
+  if (!IsIdentityEncoding(r.content_encoding)) {
+    return Status::IOError(describe_ + ": server applied Content-Encoding '" + r.content_encoding +
+                           "' to a byte range");
+  }
+  if (r.status == 206 && (!r.content_range || r.content_range->unsatisfied || !r.content_range->total)) {
+    return Status::IOError(describe_ + ": HTTP 206 with an unusable Content-Range '" + r.content_range_text +
+                           "' for " + what);
+  }
+  return Status::OK();
+}
+
 RangeFetcher::Attempt RangeFetcher::JudgeProbe(const HttpResponse& r, uint64_t length) {
   const std::string what = RangeText(0, length);
   ObjectIdentity id;
@@ -227,17 +239,11 @@ RangeFetcher::Attempt RangeFetcher::JudgeProbe(const HttpResponse& r, uint64_t l
     time_t t = curl_getdate(r.last_modified.c_str(), nullptr);
     if (t > 0) id.mtime = timespec{t, 0};
   }
-  if (r.status >= 200 && r.status < 300 && !IsIdentityEncoding(r.content_encoding)) {
-    return {Status::IOError(describe_ + ": server applied Content-Encoding '" + r.content_encoding +
-                            "' to a byte range"),
-            false};
+  if (r.status >= 200 && r.status < 300) {
+    Status body = CheckRangeBody(r, what);
+    if (!body.ok()) return {body, false};
   }
   if (r.status == 206) {
-    if (!r.content_range || r.content_range->unsatisfied || !r.content_range->total) {
-      return {Status::IOError(describe_ + ": HTTP 206 with an unusable Content-Range '" +
-                              r.content_range_text + "' for " + what),
-              false};
-    }
     const ContentRange& cr = *r.content_range;
     uint64_t expected_last = std::min<uint64_t>(length, *cr.total) - 1;
     if (cr.first != 0 || cr.last != expected_last) {
@@ -321,17 +327,9 @@ RangeFetcher::Attempt RangeFetcher::JudgeFetch(const HttpResponse& r, uint64_t o
     return {MarkStale("Last-Modified " + identity_.last_modified + " became " + r.last_modified),
             false};
   }
-  if (!IsIdentityEncoding(r.content_encoding)) {
-    return {Status::IOError(describe_ + ": server applied Content-Encoding '" + r.content_encoding +
-                            "' to a byte range"),
-            false};
-  }
+  Status body = CheckRangeBody(r, what);
+  if (!body.ok()) return {body, false};
   if (r.status == 206) {
-    if (!r.content_range || r.content_range->unsatisfied || !r.content_range->total) {
-      return {Status::IOError(describe_ + ": HTTP 206 with an unusable Content-Range '" +
-                              r.content_range_text + "' for " + what),
-              false};
-    }
     const ContentRange& cr = *r.content_range;
     if (*cr.total != size) {
       return {MarkStale("size is now " + std::to_string(*cr.total) + " bytes, was " +
