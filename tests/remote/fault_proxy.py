@@ -19,6 +19,8 @@ Faults: status (answer `status`, default 503), reset (RST before any byte),
 reset_mid (RST halfway through the body), stall (headers and half the body,
 then silence for `seconds`), ignore_range (forward without Range: 200 + the
 whole object), wrong_range (Content-Range start and end shifted by one),
+drop_range (a 206 without Content-Range), gzip_label (Content-Encoding: gzip
+on the unchanged bytes),
 short_body (half the body, then close), etag (replace the ETag with `etag`),
 drop_etag (remove the ETag), strip_preconditions (drop If-Match and
 If-Unmodified-Since). `every=K` applies the fault to requests K, 2K, 3K, ...
@@ -171,6 +173,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     v = "bytes %d-%d/%s" % (first + 1, last + 1, total)
                 fixed.append((k, v))
             out_headers = fixed
+        if hit and fault == "drop_range":
+            out_headers = [(k, v) for k, v in out_headers if k.lower() != "content-range"]
+        if hit and fault == "gzip_label":
+            out_headers = [(k, v) for k, v in out_headers if k.lower() != "content-encoding"]
+            out_headers.append(("Content-Encoding", "gzip"))
         if hit and fault == "etag":
             out_headers = [(k, config["etag"] if k.lower() == "etag" else v) for k, v in out_headers]
         if hit and fault == "drop_etag":

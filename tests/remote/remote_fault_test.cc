@@ -179,6 +179,23 @@ TEST_F(RemoteFaults, WrongContentRangeIsAnError) {
   EXPECT_NE(again.status().message().find("Content-Range"), std::string::npos);
 }
 
+TEST_F(RemoteFaults, RangeBodiesStfsCannotUseAreErrorsAtOpenAndOnRead) {
+  struct Case { const char* fault; const char* needle; };
+  for (const Case& c : {Case{"drop_range", "unusable Content-Range"}, Case{"gzip_label", "Content-Encoding 'gzip'"}}) {
+    SCOPED_TRACE(c.fault);
+    proxy_->Set("fault=none");
+    auto source = OpenViaProxy(OneRequestAtATime());
+    ASSERT_NE(source, nullptr);
+    proxy_->Set(std::string("fault=") + c.fault);
+    Status s = ReadError(*source, 2 << 20);
+    EXPECT_EQ(s.code(), StatusCode::kIOError) << s.ToString();
+    EXPECT_NE(s.message().find(c.needle), std::string::npos) << s.message();
+    StatusOr<std::unique_ptr<ByteSource>> again = OpenRemoteSource(proxy_->Url("/f.safetensors"), TestOptions());
+    ASSERT_FALSE(again.ok());
+    EXPECT_NE(again.status().message().find(c.needle), std::string::npos) << again.status().message();
+  }
+}
+
 TEST_F(RemoteFaults, ShortBodyIsRetriedThenFails) {
   auto source = OpenViaProxy(TestOptions());
   ASSERT_NE(source, nullptr);
