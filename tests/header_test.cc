@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 
 #include "tests/test_files.h"
@@ -295,6 +296,57 @@ TEST(TensorByteSize, ComputesBytesThroughBits) {
 TEST(ShapeToString, HasNoSpaces) {
   EXPECT_EQ(ShapeToString({}), "[]");
   EXPECT_EQ(ShapeToString({32000, 4096}), "[32000,4096]");
+}
+
+}  // namespace
+}  // namespace stfs
+
+namespace stfs {
+namespace {
+
+// Mutated headers (bytes flipped, inserted, deleted, truncated) must give
+// either a valid Header or a Corruption — never a crash, never a throw.
+TEST(HeaderFuzz, RandomMutationsAreRefusedCleanlyOrAccepted) {
+  std::vector<testing::TestTensor> t = {{"a", DType::F16, {3, 4}, ""}, {"b/c", DType::F4, {2, 2}, ""},
+                                        {"", DType::U8, {0}, ""}, {"s", DType::I64, {}, ""}};
+  std::string file = testing::BuildSafetensors(t, R"({"format":"pt"})");
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(file[i]);
+  const std::string json = file.substr(8, n);
+  const uint64_t data_bytes = file.size() - 8 - n;
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  static const char kAlphabet[] = "{}[]\":,0123456789-.eE \\u" "\xff" "\x00" "abdFUI";
+  const std::string alphabet(kAlphabet, sizeof kAlphabet - 1);
+  int accepted = 0;
+  for (int iter = 0; iter < 20000; ++iter) {
+    std::string m = json;
+    int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits && !m.empty(); ++e) {
+      size_t pos = rng() % m.size();
+      char c = alphabet[rng() % alphabet.size()];
+      switch (rng() % 4) {
+        case 0: m[pos] = c; break;
+        case 1: m.insert(m.begin() + static_cast<std::ptrdiff_t>(pos), c); break;
+        case 2: m.erase(pos, 1 + rng() % 3); break;
+        default: m.resize(pos); break;
+      }
+    }
+    StatusOr<Header> h = ParseHeaderJson(m, 8 + m.size() + data_bytes, "fuzz.safetensors");
+    if (h.ok()) {
+      ++accepted;
+      // Whatever was accepted must tile the data exactly.
+      uint64_t total = 0;
+      for (const TensorInfo& info : h->tensors) total += info.byte_size();
+      EXPECT_EQ(total, data_bytes);
+    } else {
+      EXPECT_EQ(h.status().code(), StatusCode::kCorruption) << h.status().ToString();
+      EXPECT_EQ(h.status().message().rfind("fuzz.safetensors: ", 0), 0u) << h.status().message();
+    }
+  }
+  // Some mutations (inside padding or metadata strings) keep the file valid.
+  EXPECT_GT(accepted, 0);
 }
 
 }  // namespace
