@@ -99,7 +99,8 @@ std::string InspectSubject(MountTest* test, std::vector<std::string>* names) {
     std::string bytes = ReadWholeFile(fixture);
     uint64_t n = 0;
     for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
-    for (const auto& [name, info] : nlohmann::json::parse(bytes.substr(8, n)).items()) {
+    const nlohmann::json header = nlohmann::json::parse(bytes.substr(8, n));
+    for (const auto& [name, info] : header.items()) {
       if (name != "__metadata__") names->push_back(name);
     }
     return fixture;
