@@ -31,6 +31,8 @@ show cat "$mnt/__metadata__"
 show stat -c '%s bytes  %n' "$mnt/embedding/data" "$mnt/lm_head%2Fbias/data"
 show dd if="$mnt/embedding/data" bs=4096 skip=2 count=4 status=none of=/dev/null
 echo "(read 16 KiB at offset 8 KiB of embedding/data)"
+show cat "$mnt/embedding/slices/10:20, 32:/shape"
+echo "(a slice view: rows 10..19, columns 32.. of embedding, read on demand)"
 show python3 - "$mnt" <<'PY'
 import json, mmap, struct, sys
 mnt = sys.argv[1]
