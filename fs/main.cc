@@ -60,12 +60,16 @@ constexpr const char* kUsage =
     "     read_reply=splice|pread  answer data reads of a local file by splicing\n"
     "                           it through a pipe (default, no copy in the daemon)\n"
     "                           or by pread into a buffer (fd is splice's old name)\n"
-    "     readahead_kb=N        kernel read-ahead for the mount (default 4096; 0 keeps 128)\n"
+    "     readahead_kb=N        kernel read-ahead for the mount (default 4096, 1024 for\n"
+    "                           remote sources; 0 keeps the kernel's 128)\n"
     "     threads=N             most FUSE worker threads (default 16)\n"
     "     log=PATH              append the background daemon's messages (read\n"
     "                           errors, stale objects) to PATH (default: discarded)\n"
     "  -h, --help          this text\n"
     "  -V, --version       the version\n";
+
+// Kernel read-ahead for remote mounts unless -o readahead_kb= says otherwise.
+constexpr unsigned kRemoteReadaheadKb = 1024;
 
 void PrintError(const std::string& message) { std::fprintf(stderr, "stfs: %s\n", message.c_str()); }
 
@@ -74,6 +78,7 @@ struct CommandLine {
   std::string mountpoint;
   bool foreground = false;
   std::string log_path;  // where the background daemon's stderr goes ("" = /dev/null)
+  bool readahead_given = false;
   ServeOptions serve;
 #ifdef STFS_HAVE_REMOTE
   RemoteOptions remote;
@@ -102,6 +107,7 @@ Status ApplyMountOption(const std::string& option, CommandLine* cl) {
     return Status::OK();
   }
   if (key == "readahead_kb") {
+    cl->readahead_given = true;
     ASSIGN_OR_RETURN(cl->serve.readahead_kb, ParseUnsigned(key, value));
     return Status::OK();
   }
@@ -322,6 +328,9 @@ int Main(int argc, char** argv) {
   if (!parsed.ok()) { PrintError(parsed.message()); return 2; }
 #ifdef STFS_HAVE_REMOTE
   ApplyRemoteEnvironment(&cl.remote);
+  // A remote source reads ahead itself, in cache blocks; a large kernel
+  // read-ahead on top only makes a short read fetch more than it needs.
+  if (IsRemoteLocation(cl.source) && !cl.readahead_given) cl.serve.readahead_kb = kRemoteReadaheadKb;
 #endif
   Status mountpoint = CheckMountpoint(&cl);
   if (!mountpoint.ok()) { PrintError(mountpoint.message()); return 1; }
