@@ -25,48 +25,17 @@
 #   TMPDIR=/tmp              where the temp dir goes
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SIZE_MIB="${STFS_BENCH_MIB:-2048}"
 TRIALS="${STFS_BENCH_TRIALS:-3}"
 TENSORS="${STFS_BENCH_TENSORS:-10000}"
 
-die() { echo "bench-local: $*" >&2; exit 1; }
-note() { echo "# $*" >&2; }
+# shellcheck source=scripts/bench-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/bench-lib.sh"
+bench_init bench-local
+bench_require python3 dd fusermount3 awk sort
+bench_build_stfs "$ROOT/build-bench" -DSTFS_BUILD_CUDA=OFF -DSTFS_BUILD_REMOTE=OFF
+bench_workdir stfs-bench $((SIZE_MIB + 64))
 
-for tool in python3 dd fusermount3 awk sort; do
-  command -v "$tool" >/dev/null || die "$tool not found"
-done
-
-# --- the binary ------------------------------------------------------------
-STFS="${STFS_BIN:-}"
-if [[ -z "$STFS" ]]; then
-  BUILD="$ROOT/build-bench"
-  note "building stfs in $BUILD"
-  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DSTFS_BUILD_TESTS=OFF \
-    -DSTFS_BUILD_CUDA=OFF -DSTFS_BUILD_REMOTE=OFF >/dev/null
-  cmake --build "$BUILD" -j2 --target stfs >/dev/null
-  STFS="$BUILD/fs/stfs"
-fi
-[[ -x "$STFS" ]] || die "no stfs binary at $STFS"
-
-# --- temp dir, cleanup ------------------------------------------------------
-WORK="$(mktemp -d "${TMPDIR:-/tmp}/stfs-bench.XXXXXX")"
-MOUNTS=()
-cleanup() {
-  local m
-  for m in "${MOUNTS[@]}"; do
-    if mountpoint -q "$m" 2>/dev/null; then
-      fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m" 2>/dev/null || true
-    fi
-  done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-need_mib=$((SIZE_MIB + 64))
-avail_mib=$(df --output=avail -BM "$WORK" | tail -1 | tr -dc 0-9)
-((avail_mib >= need_mib)) || die "$WORK has ${avail_mib} MiB free, need ${need_mib} MiB (set TMPDIR)"
 mem_avail_mib=$(awk '/MemAvailable/ {print int($2/1024)}' /proc/meminfo)
 if ((mem_avail_mib < 2 * SIZE_MIB + 1024)); then
   note "warning: ${mem_avail_mib} MiB available memory; the source and the mount's cache may not both stay cached"

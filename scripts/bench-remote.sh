@@ -28,55 +28,25 @@
 #   TMPDIR=/tmp               where the temp dir goes
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SIZE_MIB="${STFS_BENCH_MIB:-1024}"
 TRIALS="${STFS_BENCH_TRIALS:-3}"
 RANDOM_READS="${STFS_BENCH_RANDOM:-256}"
 EXTRA_OPTS="${STFS_BENCH_OPTS:-}"
 NGINX=/usr/sbin/nginx
 
-die() { echo "bench-remote: $*" >&2; exit 1; }
-note() { echo "# $*" >&2; }
-
+# shellcheck source=scripts/bench-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/bench-lib.sh"
+bench_init bench-remote
 [[ -x "$NGINX" ]] || die "$NGINX not found: run scripts/setup.sh"
-for tool in curl python3 dd fusermount3 awk sort; do
-  command -v "$tool" >/dev/null || die "$tool not found (run scripts/setup.sh)"
-done
+bench_require curl python3 dd fusermount3 awk sort
+bench_build_stfs "$ROOT/build-bench-remote" -DSTFS_BUILD_CUDA=OFF -DSTFS_BUILD_REMOTE=ON
 
-# --- the binary ----------------------------------------------------------------
-STFS="${STFS_BIN:-}"
-if [[ -z "$STFS" ]]; then
-  BUILD="$ROOT/build-bench-remote"
-  note "building stfs in $BUILD"
-  mkdir -p "$BUILD"
-  { cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DSTFS_BUILD_TESTS=OFF \
-      -DSTFS_BUILD_CUDA=OFF -DSTFS_BUILD_REMOTE=ON &&
-    cmake --build "$BUILD" -j2 --target stfs; } >"$BUILD/bench-build.log" 2>&1 ||
-    die "build failed; see $BUILD/bench-build.log"
-  STFS="$BUILD/fs/stfs"
-fi
-[[ -x "$STFS" ]] || die "no stfs binary at $STFS"
-
-# --- temp dir, nginx, cleanup ----------------------------------------------------
-WORK="$(mktemp -d "${TMPDIR:-/tmp}/stfs-bench-remote.XXXXXX")"
-MOUNTS=()
 NGINX_PID=""
-cleanup() {
-  local m
-  for m in "${MOUNTS[@]}"; do
-    if mountpoint -q "$m" 2>/dev/null; then
-      fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m" 2>/dev/null || true
-    fi
-  done
+bench_cleanup_hook() {
   [[ -n "$NGINX_PID" ]] && kill "$NGINX_PID" 2>/dev/null && wait "$NGINX_PID" 2>/dev/null
-  rm -rf "$WORK"
+  return 0
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-need_mib=$((SIZE_MIB + 64))
-avail_mib=$(df --output=avail -BM "$WORK" | tail -1 | tr -dc 0-9)
-((avail_mib >= need_mib)) || die "$WORK has ${avail_mib} MiB free, need ${need_mib} MiB (set TMPDIR)"
+bench_workdir stfs-bench-remote $((SIZE_MIB + 64))
 
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 mkdir -p "$WORK/www"
