@@ -77,6 +77,9 @@ struct HttpResponse {
 // Parses a Content-Range value; nullopt when malformed.
 std::optional<ContentRange> ParseContentRange(std::string_view value);
 
+// Compares ASCII case-insensitively (header names, tokens like "identity").
+bool EqualsNoCase(std::string_view a, std::string_view b);
+
 class HttpClient {
  public:
   explicit HttpClient(HttpSettings settings);

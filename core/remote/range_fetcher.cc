@@ -19,11 +19,7 @@ bool IsRedirect(long status) {
 }
 
 bool IsIdentityEncoding(const std::string& encoding) {
-  if (encoding.empty()) return true;
-  std::string lower;
-  for (char c : encoding)
-    lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
-  return lower == "identity";
+  return encoding.empty() || EqualsNoCase(encoding, "identity");
 }
 
 std::string RangeText(uint64_t offset, uint64_t length) {

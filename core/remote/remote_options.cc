@@ -10,6 +10,7 @@
 #include <limits>
 #include <string>
 
+#include "core/remote/http_client.h"
 #include "core/remote/remote_source.h"
 
 namespace stfs {
@@ -105,17 +106,7 @@ std::string HeaderName(std::string_view header) {
 
 // Drops any header in `headers` named like `header` (case-insensitive).
 void RemoveHeaderNamed(std::vector<std::string>* headers, const std::string& name) {
-  auto same = [&](const std::string& h) {
-    std::string other = HeaderName(h);
-    if (other.size() != name.size()) return false;
-    for (size_t i = 0; i < name.size(); ++i) {
-      if (std::tolower(static_cast<unsigned char>(other[i])) !=
-          std::tolower(static_cast<unsigned char>(name[i]))) {
-        return false;
-      }
-    }
-    return true;
-  };
+  auto same = [&](const std::string& h) { return EqualsNoCase(HeaderName(h), name); };
   std::erase_if(*headers, same);
 }
 

@@ -82,6 +82,25 @@ std::vector<MountinfoEntry> ReadMountinfo() {
   return out;
 }
 
+// Starts `argv` with stdin from /dev/null and stdout/stderr on the given
+// descriptors; returns the pid (or -1).
+pid_t ForkExec(const std::vector<std::string>& argv, int out_fd, int err_fd) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int devnull = ::open("/dev/null", O_RDONLY);
+    ::dup2(devnull, STDIN_FILENO);
+    ::dup2(out_fd, STDOUT_FILENO);
+    ::dup2(err_fd, STDERR_FILENO);
+    ::execvp(args[0], args.data());
+    std::fprintf(stderr, "exec %s: %s\n", args[0], std::strerror(errno));
+    _exit(127);
+  }
+  return pid;
+}
+
 }  // namespace
 
 CommandResult RunCommand(const std::vector<std::string>& argv, int timeout_ms) {
@@ -93,19 +112,7 @@ CommandResult RunCommand(const std::vector<std::string>& argv, int timeout_ms) {
     ::close(out_pipe[1]);
     return result;
   }
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    int devnull = ::open("/dev/null", O_RDONLY);
-    ::dup2(devnull, STDIN_FILENO);
-    ::dup2(out_pipe[1], STDOUT_FILENO);
-    ::dup2(err_pipe[1], STDERR_FILENO);
-    ::execvp(args[0], args.data());
-    std::fprintf(stderr, "exec %s: %s\n", args[0], std::strerror(errno));
-    _exit(127);
-  }
+  pid_t pid = ForkExec(argv, out_pipe[1], err_pipe[1]);
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
   if (pid < 0) {
@@ -352,19 +359,10 @@ void ExpectTensorServed(const std::string& mnt, const TestTensor& tensor) {
 }
 
 int Spawn(const std::vector<std::string>& argv, const std::string& output_path) {
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    int devnull = ::open("/dev/null", O_RDONLY);
-    int out = ::open(output_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    ::dup2(devnull, STDIN_FILENO);
-    ::dup2(out, STDOUT_FILENO);
-    ::dup2(out, STDERR_FILENO);
-    ::execvp(args[0], args.data());
-    _exit(127);
-  }
+  int out = ::open(output_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (out < 0) return -1;
+  pid_t pid = ForkExec(argv, out, out);
+  ::close(out);
   return pid;
 }
 
