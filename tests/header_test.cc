@@ -5,6 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <istream>
+#include <iterator>
+
+#include "core/header_bytes.h"
+
 #include <random>
 #include <string>
 
@@ -282,6 +287,115 @@ TEST_F(HeaderTest, RefusesDuplicateTensorName) {
 
 TEST_F(HeaderTest, MessagesKeepControlBytesOfNamesOnOneLine) {
   ExpectRefused(RawFile("{" + Entry("bad\nname", "Q8", "[1]", "[0,1]") + "}", "x"), {"bad\\nname"});
+}
+
+// Nesting: the format needs three levels; unknown fields may nest up to the
+// reference's limit of 128, and anything deeper stops the parse at once.
+TEST_F(HeaderTest, AcceptsUnknownFieldNestedUpTo128Levels) {
+  const std::string entry = R"("w":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":)";
+  auto h = Parse(RawFile("{" + entry + std::string(126, '[') + std::string(126, ']') + "}}", "x"));
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  ExpectRefused(RawFile("{" + entry + std::string(127, '[') + std::string(127, ']') + "}}", "x"),
+                {"deeper than 128"});
+}
+
+TEST_F(HeaderTest, RefusesTenMegabytesOfNestedBracketsWithoutCrashing) {
+  const size_t depth = 5'000'000;  // 10 MB of brackets, the shape of a stack-overflow attack
+  std::string nested = std::string(depth, '[') + std::string(depth, ']');
+  ExpectRefused(RawFile(R"({"__metadata__":{"k":)" + nested + "}}"), {"__metadata__", "\"k\"", "array"});
+  ExpectRefused(RawFile(R"({"w":{"x":)" + nested + "}}"), {"deeper than 128"});
+  ExpectRefused(RawFile(nested), {"expected a JSON object"});
+  std::string objects;
+  for (int i = 0; i < 1'000'000; ++i) objects += "{\"a\":";
+  ExpectRefused(RawFile(R"({"w":)" + objects), {"deeper than 128"});
+}
+
+TEST_F(HeaderTest, RefusesKeyRepeatedInsideAnUnknownField) {
+  ExpectRefused(RawFile(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"extra":{"a":1,"a":2}}})", "x"),
+                {"\"a\"", "twice", "\"extra\""});
+  ExpectRefused(RawFile(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"e":[{"b":{},"b":[]}]}})", "x"),
+                {"\"b\"", "twice", "\"e\""});
+  ExpectRefused(RawFile(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"e":0,"e":1}})", "x"),
+                {"\"e\"", "twice", "\"w\""});
+  ExpectRefused(RawFile(R"({"__metadata__":{"a":"1","b":"2","a":"3"}})"), {"\"a\"", "twice", "__metadata__"});
+}
+
+TEST_F(HeaderTest, ReportsSyntaxErrorEvenAfterABrokenRule) {
+  // A header that is not JSON says so, wherever the first broken rule is.
+  ExpectRefused(RawFile(R"({"w":{"dtype":"Q8"}, nonsense)"), {"JSON"});
+  ExpectRefused(RawFile(R"({"__metadata__":{"k":1},)"), {"JSON"});
+}
+
+TEST_F(HeaderTest, KeepsManyTensorsAndMetadataKeysInOrder) {
+  std::string json = "{\"__metadata__\":{";
+  for (int i = 0; i < 20000; ++i) json += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":\"v\"";
+  json += "}";
+  for (int i = 0; i < 20000; ++i) {
+    json += "," + Entry("t" + std::to_string(i), "U8", "[1]", "[" + std::to_string(i) + "," + std::to_string(i + 1) + "]");
+  }
+  json += "}";
+  auto h = Parse(RawFile(json, std::string(20000, 'x')));
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  ASSERT_EQ(h->tensors.size(), 20000u);
+  ASSERT_EQ(h->metadata.size(), 20000u);
+  EXPECT_EQ(h->tensors[12345].name, "t12345");
+  EXPECT_EQ(h->tensors[12345].begin, 12345u);
+  EXPECT_EQ(h->metadata[777].first, "k777");
+  ExpectRefused(RawFile(json.substr(0, json.size() - 1) + "," + Entry("t19999", "U8", "[0]", "[0,0]") + "}",
+                        std::string(20000, 'x')),
+                {"\"t19999\"", "twice"});
+}
+
+// The header streams through a chunk buffer: every chunk size gives the same
+// bytes, and a bad byte is found wherever a chunk boundary falls.
+StatusOr<std::string> Stream(const std::string& header, size_t chunk) {
+  HeaderByteStream bytes(
+      header.size(),
+      [&header](uint64_t offset, size_t length, char* dst) {
+        header.copy(dst, length, offset);
+        return Status::OK();
+      },
+      "m.safetensors", chunk);
+  std::istream in(&bytes);
+  std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (bytes.problem()) return *bytes.problem();
+  return out;
+}
+
+TEST(HeaderByteStream, EveryChunkSizeGivesTheSameBytes) {
+  const std::string text = "{\"\xe6\x9d\x83\xf0\x9f\x98\x80\xc3\xa9x\":1} ";
+  for (size_t chunk = 1; chunk <= text.size() + 1; ++chunk) {
+    StatusOr<std::string> out = Stream(text, chunk);
+    ASSERT_TRUE(out.ok()) << chunk << ": " << out.status().ToString();
+    EXPECT_EQ(*out, text) << chunk;
+  }
+}
+
+TEST(HeaderByteStream, FindsBadBytesAcrossChunkBoundaries) {
+  const std::string cut = "{\"ab\xe6\x9d\"}";    // a 3-byte sequence missing its last byte
+  const std::string last = "{\"ab\"}\xe6\x9d";    // split sequence at the very end
+  const std::string nul = std::string("{\"ab\"}  \0", 9);
+  for (size_t chunk = 1; chunk <= 9; ++chunk) {
+    StatusOr<std::string> a = Stream(cut, chunk);
+    ASSERT_FALSE(a.ok()) << chunk;
+    EXPECT_NE(a.status().message().find("UTF-8 (bad byte at header offset 4)"), std::string::npos)
+        << a.status().message();
+    StatusOr<std::string> b = Stream(last, chunk);
+    ASSERT_FALSE(b.ok()) << chunk;
+    EXPECT_NE(b.status().message().find("offset 6"), std::string::npos) << b.status().message();
+    StatusOr<std::string> c = Stream(nul, chunk);
+    ASSERT_FALSE(c.ok()) << chunk;
+    EXPECT_NE(c.status().message().find("NUL byte at header offset 8"), std::string::npos) << c.status().message();
+  }
+}
+
+TEST(HeaderByteStream, PassesOnReadErrors) {
+  HeaderByteStream bytes(
+      10, [](uint64_t, size_t, char*) { return Status::IOError("m.safetensors: read failed"); }, "m.safetensors");
+  std::istream in(&bytes);
+  EXPECT_EQ(in.get(), std::char_traits<char>::eof());
+  ASSERT_TRUE(bytes.problem().has_value());
+  EXPECT_EQ(bytes.problem()->code(), StatusCode::kIOError);
 }
 
 TEST(TensorByteSize, ComputesBytesThroughBits) {
