@@ -4,14 +4,20 @@
 #include <cstdio>
 
 namespace stfs {
+namespace {
 
-bool IsValidPathComponent(std::string_view name) {
-  if (name.empty() || name == "." || name == ".." || name.size() > kMaxNameBytes) return false;
-  for (char c : name) {
-    if (c == '/' || c == '\0') return false;
-  }
-  return true;
+constexpr char kUpperHex[] = "0123456789ABCDEF";
+
+bool IsAlwaysEscaped(unsigned char c) { return c == '%' || c == '/' || c < 0x20 || c == 0x7F; }
+
+// Returns the value of an uppercase hex digit, or -1.
+int UpperHexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
 }
+
+}  // namespace
 
 uint64_t Fnv1a64(std::string_view bytes) {
   uint64_t hash = 0xcbf29ce484222325ULL;
@@ -22,24 +28,26 @@ uint64_t Fnv1a64(std::string_view bytes) {
   return hash;
 }
 
-std::string EncodeTensorName(std::string_view name) {
-  if (IsValidPathComponent(name)) return std::string(name);
+std::string EscapeTensorName(std::string_view name) {
   if (name.empty()) return "%";
-
-  static constexpr char kHex[] = "0123456789ABCDEF";
+  if (name == ".") return "%2E";
+  if (name == "..") return "%2E%2E";
   std::string out;
-  out.reserve(name.size() + 16);
+  out.reserve(name.size() + 8);
   for (unsigned char c : name) {
-    if (c == '%' || c == '/' || c < 0x20 || c == 0x7F) {
+    if (IsAlwaysEscaped(c)) {
       out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 0xF];
+      out += kUpperHex[c >> 4];
+      out += kUpperHex[c & 0xF];
     } else {
       out += static_cast<char>(c);
     }
   }
-  if (out == ".") return "%2E";
-  if (out == "..") return "%2E%2E";
+  return out;
+}
+
+std::string EncodeTensorName(std::string_view name) {
+  std::string out = EscapeTensorName(name);
   if (out.size() <= kMaxNameBytes) return out;
 
   size_t cut = kTruncatedPrefixBytes;
@@ -52,6 +60,33 @@ std::string EncodeTensorName(std::string_view name) {
   char suffix[18];
   std::snprintf(suffix, sizeof suffix, "~%016llx", static_cast<unsigned long long>(Fnv1a64(name)));
   out += suffix;
+  return out;
+}
+
+std::optional<std::string> DecodeDirectoryName(std::string_view escaped) {
+  if (escaped == "%") return std::string();
+  if (escaped == "%2E") return std::string(".");
+  if (escaped == "%2E%2E") return std::string("..");
+  if (escaped.empty() || escaped == "." || escaped == "..") return std::nullopt;
+  std::string out;
+  out.reserve(escaped.size());
+  for (size_t i = 0; i < escaped.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(escaped[i]);
+    if (c != '%') {
+      if (IsAlwaysEscaped(c)) return std::nullopt;
+      out += static_cast<char>(c);
+      continue;
+    }
+    if (i + 2 >= escaped.size()) return std::nullopt;
+    const int high = UpperHexValue(escaped[i + 1]);
+    const int low = UpperHexValue(escaped[i + 2]);
+    if (high < 0 || low < 0) return std::nullopt;
+    const unsigned char value = static_cast<unsigned char>(high * 16 + low);
+    // Only the bytes the rule escapes are ever written %XX.
+    if (!IsAlwaysEscaped(value)) return std::nullopt;
+    out += static_cast<char>(value);
+    i += 2;
+  }
   return out;
 }
 

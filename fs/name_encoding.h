@@ -1,16 +1,21 @@
 // Tensor name -> directory name, the rule README.md documents.
 //
-// A tensor name that is already a valid path component (non-empty, not "."
-// or "..", no '/' or NUL byte, at most 255 bytes) is used as it is.
-// Otherwise each byte '%', '/', 0x00-0x1F and 0x7F becomes %XX (uppercase
-// hex); a result of "." or ".." has each dot written %2E; the empty name is
-// "%"; a result longer than 255 bytes keeps its first 200 bytes (never
-// cutting a UTF-8 sequence or a %XX), then '~' and the 16 lowercase hex
-// digits of the 64-bit FNV-1a hash of the original name. Collisions are the
-// caller's to detect (the inode table refuses them).
+// Every tensor name is escaped, whatever it holds: each byte '%', '/',
+// 0x00-0x1F and 0x7F becomes %XX (uppercase hex), so a listing never holds a
+// control byte and escaping is one-to-one (a '%' in a directory name always
+// starts an escape). A result of "." or ".." has each dot written %2E; the
+// empty name is "%". A result longer than 255 bytes keeps its first 200
+// bytes (never cutting a UTF-8 sequence or a %XX), then '~' and the 16
+// lowercase hex digits of the 64-bit FNV-1a hash of the original name: only
+// such hashed names can collide, and the inode table refuses those.
+//
+// DecodeDirectoryName inverts EscapeTensorName exactly, so a fuzzer can
+// check Decode(Escape(x)) == x and Encode(x) == Escape(x) whenever the
+// escaped form fits in 255 bytes.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -19,11 +24,18 @@ namespace stfs {
 inline constexpr size_t kMaxNameBytes = 255;
 inline constexpr size_t kTruncatedPrefixBytes = 200;
 
-// Returns true when `name` can be a directory entry as it is.
-bool IsValidPathComponent(std::string_view name);
+// Returns `name` with every '%', '/', 0x00-0x1F and 0x7F written %XX, "."
+// and ".." written with %2E per dot and "" written "%"; never truncated.
+std::string EscapeTensorName(std::string_view name);
 
-// Returns the directory name for tensor `name`.
+// Returns the directory name for tensor `name`: EscapeTensorName, then the
+// hashed 255-byte cut when longer than kMaxNameBytes.
 std::string EncodeTensorName(std::string_view name);
+
+// Returns the tensor name whose EscapeTensorName is `escaped`, or nullopt
+// when no name escapes to it (a bad or lowercase %XX, a raw byte that is
+// always escaped, "%2E" spelled "."...).
+std::optional<std::string> DecodeDirectoryName(std::string_view escaped);
 
 // Returns the 64-bit FNV-1a hash of `bytes`.
 uint64_t Fnv1a64(std::string_view bytes);

@@ -37,7 +37,7 @@ TEST(Inspect, JsonIsParseableAndComplete) {
   ASSERT_TRUE(h.ok());
   auto j = nlohmann::json::parse(InspectJson(*h));
   EXPECT_EQ(j["tensors"][0]["name"], "x\ny");
-  EXPECT_EQ(j["tensors"][0]["directory"], "x\ny");
+  EXPECT_EQ(j["tensors"][0]["directory"], "x%0Ay");
   EXPECT_EQ(j["tensors"][0]["dtype"], "F4");
   EXPECT_EQ(j["tensors"][0]["bytes"], 2);
   EXPECT_EQ(j["tensors"][0]["file_offsets"][0], h->data_start());

@@ -290,9 +290,6 @@ uint64_t Fnv1a64Reference(const std::string& bytes) {
 }
 
 std::string ExpectedDirName(const std::string& name) {
-  const bool valid = !name.empty() && name != "." && name != ".." && name.size() <= 255 &&
-                     name.find('/') == std::string::npos && name.find('\0') == std::string::npos;
-  if (valid) return name;
   if (name.empty()) return "%";
   std::string out;
   for (unsigned char c : name) {

@@ -58,11 +58,10 @@ std::vector<std::string> ListDir(const std::string& path, bool with_dots = false
 // Splits text into lines (without the newlines; a final partial line kept).
 std::vector<std::string> Lines(const std::string& text);
 
-// The directory name rule of the README, written from its text: a valid path
-// component (non-empty, not "." or "..", no '/' or NUL, at most 255 bytes)
-// stays; otherwise '%', '/', 0x00-0x1F, 0x7F become %XX, "." / ".." get
-// %2E per dot, "" is "%", and over 255 bytes keeps at most 200 bytes (whole
-// UTF-8 sequences and escapes) + '~' + 16 hex digits of FNV-1a-64(name).
+// The directory name rule of the README, written from its text: in every
+// name '%', '/', 0x00-0x1F, 0x7F become %XX, "." / ".." get %2E per dot,
+// "" is "%", and over 255 bytes keeps at most 200 bytes (whole UTF-8
+// sequences and escapes) + '~' + 16 hex digits of FNV-1a-64(name).
 std::string ExpectedDirName(const std::string& tensor_name);
 uint64_t Fnv1a64Reference(const std::string& bytes);
 

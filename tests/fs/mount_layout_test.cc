@@ -78,11 +78,13 @@ TEST(MountNameRule, ReferenceMatchesTheRuleText) {
   EXPECT_EQ(ExpectedDirName(".."), "%2E%2E");
   EXPECT_EQ(ExpectedDirName("..."), "...");
   EXPECT_EQ(ExpectedDirName("./"), ".%2F");
-  EXPECT_EQ(ExpectedDirName("50%"), "50%");
+  EXPECT_EQ(ExpectedDirName("50%"), "50%25");
+  EXPECT_EQ(ExpectedDirName("a%2Fb"), "a%252Fb");
+  EXPECT_EQ(ExpectedDirName("tab\tnew\nline"), "tab%09new%0Aline");
   EXPECT_EQ(ExpectedDirName("50%/x"), "50%25%2Fx");
   EXPECT_EQ(ExpectedDirName(std::string("a\0b", 3)), "a%00b");
   EXPECT_EQ(ExpectedDirName("a\x01/\x1f\x7f"), "a%01%2F%1F%7F");
-  EXPECT_EQ(ExpectedDirName("a\x01" "b"), "a\x01" "b");  // a valid component stays as it is
+  EXPECT_EQ(ExpectedDirName("a\x01" "b"), "a%01b");  // escaped even where it would be a valid component
   EXPECT_EQ(ExpectedDirName("\xc3\xb1/\xe6\x97\xa5"), "\xc3\xb1%2F\xe6\x97\xa5");
   EXPECT_EQ(ExpectedDirName(std::string(255, 'a')), std::string(255, 'a'));
   EXPECT_EQ(ExpectedDirName(std::string(300, 'x')), std::string(200, 'x') + "~e78ddf9f1ba85555");
@@ -108,8 +110,12 @@ std::vector<std::string> AwkwardNames() {
       "50%",
       "100%/done",
       std::string("nul\0inside", 10),
-      "ctrl\x01\x1f\x7f",         // valid component: kept as it is
-      "ctrl/\x01\x1f\x7f",        // invalid: every control byte escaped too
+      "ctrl\x01\x1f\x7f",         // a valid path component: escaped all the same
+      "ctrl/\x01\x1f\x7f",
+      "a%2Fb",                    // beside "a/b": its own directory, a%252Fb
+      "new\nline\ttab",
+      "%",
+      "%2E",
       "\xc3\xb1" "ame/\xe6\x97\xa5\xe6\x9c\xac",
       "\xf0\x9f\x98\x80 emoji",
       "",
@@ -138,12 +144,29 @@ TEST_F(Mount, TensorNamesFollowTheDirectoryRule) {
   for (const TestTensor& t : tensors) ExpectTensorServed(mnt, t);
   for (const std::string& name : ListDir(mnt)) EXPECT_LE(name.size(), 255u) << name;
   // Literal paths, independent of any rule implementation.
-  EXPECT_EQ(ReadWholeFile(mnt + "/a%2Fb/data"), tensors[1].bytes);
-  EXPECT_EQ(ReadWholeFile(mnt + "/%/data"), tensors[10].bytes);
-  EXPECT_EQ(ReadWholeFile(mnt + "/%2E/data"), tensors[11].bytes);
-  EXPECT_EQ(ReadWholeFile(mnt + "/%2E%2E/data"), tensors[12].bytes);
-  EXPECT_EQ(ReadWholeFile(mnt + "/nul%00inside/data"), tensors[5].bytes);
-  EXPECT_EQ(ReadWholeFile(mnt + "/" + std::string(200, 'x') + "~e78ddf9f1ba85555/data"), tensors[18].bytes);
+  auto bytes_of = [&](const std::string& name) {
+    for (const TestTensor& t : tensors) {
+      if (t.name == name) return t.bytes;
+    }
+    ADD_FAILURE() << "no tensor " << name;
+    return std::string();
+  };
+  EXPECT_EQ(ReadWholeFile(mnt + "/a%2Fb/data"), bytes_of("a/b"));
+  EXPECT_EQ(ReadWholeFile(mnt + "/a%252Fb/data"), bytes_of("a%2Fb"));
+  EXPECT_EQ(ReadWholeFile(mnt + "/50%25/data"), bytes_of("50%"));
+  EXPECT_EQ(ReadWholeFile(mnt + "/%/data"), bytes_of(""));
+  EXPECT_EQ(ReadWholeFile(mnt + "/%25/data"), bytes_of("%"));
+  EXPECT_EQ(ReadWholeFile(mnt + "/%2E/data"), bytes_of("."));
+  EXPECT_EQ(ReadWholeFile(mnt + "/%252E/data"), bytes_of("%2E"));
+  EXPECT_EQ(ReadWholeFile(mnt + "/%2E%2E/data"), bytes_of(".."));
+  EXPECT_EQ(ReadWholeFile(mnt + "/nul%00inside/data"), bytes_of(std::string("nul\0inside", 10)));
+  EXPECT_EQ(ReadWholeFile(mnt + "/new%0Aline%09tab/data"), bytes_of("new\nline\ttab"));
+  EXPECT_EQ(ReadWholeFile(mnt + "/ctrl%01%1F%7F/data"), bytes_of("ctrl\x01\x1f\x7f"));
+  EXPECT_EQ(ReadWholeFile(mnt + "/" + std::string(200, 'x') + "~e78ddf9f1ba85555/data"), bytes_of(std::string(300, 'x')));
+  // No listed name holds a control byte.
+  for (const std::string& name : ListDir(mnt)) {
+    for (unsigned char c : name) EXPECT_FALSE(c < 0x20 || c == 0x7F) << name;
+  }
   // The python reader computes the names with its own implementation.
   CommandResult py = RunCommand({"python3", HelperScript("verify_mount.py"), src, mnt}, 60000);
   EXPECT_EQ(py.exit_code, 0) << py.out << py.err;

@@ -3,24 +3,69 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 
 namespace stfs {
 namespace {
 
-TEST(NameEncoding, ValidComponentIsUsedAsItIs) {
+TEST(NameEncoding, PlainNamesStayAsTheyAre) {
   EXPECT_EQ(EncodeTensorName("model.embed_tokens.weight"), "model.embed_tokens.weight");
   EXPECT_EQ(EncodeTensorName("\xe6\x9d\x83\xe9\x87\x8d"), "\xe6\x9d\x83\xe9\x87\x8d");
-  EXPECT_EQ(EncodeTensorName("50%"), "50%");
   EXPECT_EQ(EncodeTensorName("..."), "...");
+  EXPECT_EQ(EncodeTensorName(" sp ace ~ \"q\" \\"), " sp ace ~ \"q\" \\");
   EXPECT_EQ(EncodeTensorName(std::string(255, 'a')), std::string(255, 'a'));
 }
 
-TEST(NameEncoding, InvalidNamesEscapePercentSlashAndControlBytes) {
+TEST(NameEncoding, PercentSlashAndControlBytesAreAlwaysEscaped) {
   EXPECT_EQ(EncodeTensorName("a/b"), "a%2Fb");
   EXPECT_EQ(EncodeTensorName("50%/x"), "50%25%2Fx");
   EXPECT_EQ(EncodeTensorName(std::string("a\0b", 3)), "a%00b");
   EXPECT_EQ(EncodeTensorName("/\x1f\x7f/\n"), "%2F%1F%7F%2F%0A");
+  // Also inside names that would be valid path components as they are.
+  EXPECT_EQ(EncodeTensorName("50%"), "50%25");
+  EXPECT_EQ(EncodeTensorName("a%2Fb"), "a%252Fb");
+  EXPECT_EQ(EncodeTensorName("line\nbreak"), "line%0Abreak");
+  EXPECT_EQ(EncodeTensorName("tab\there"), "tab%09here");
+  EXPECT_EQ(EncodeTensorName("del\x7f"), "del%7F");
+  EXPECT_EQ(EncodeTensorName("\x01"), "%01");
+  // 0x80 and above are left alone (UTF-8 and other high bytes).
+  EXPECT_EQ(EncodeTensorName("\x80\xff"), "\x80\xff");
+}
+
+TEST(NameEncoding, EscapedNamesHoldNoControlBytes) {
+  std::string every_byte;
+  for (int c = 1; c < 256; ++c) every_byte += static_cast<char>(c);
+  for (unsigned char c : EncodeTensorName(every_byte)) {
+    EXPECT_FALSE(c < 0x20 || c == 0x7F || c == '/') << static_cast<int>(c);
+  }
+}
+
+TEST(NameEncoding, NamesThatUsedToCollideGetDistinctDirectories) {
+  EXPECT_NE(EncodeTensorName("a/b"), EncodeTensorName("a%2Fb"));
+  EXPECT_NE(EncodeTensorName(""), EncodeTensorName("%"));
+  EXPECT_NE(EncodeTensorName("."), EncodeTensorName("%2E"));
+  EXPECT_NE(EncodeTensorName(std::string("x\0", 2)), EncodeTensorName("x%00"));
+}
+
+TEST(NameEncoding, DecodeInvertsEscape) {
+  std::string every_byte;
+  for (int c = 0; c < 256; ++c) every_byte += static_cast<char>(c);
+  for (const std::string& name : {std::string(), std::string("."), std::string(".."), std::string("..."),
+                                  std::string("a/b"), std::string("a%2Fb"), std::string("%"), std::string("%2E"),
+                                  std::string("50%"), std::string("x\0", 2), every_byte, std::string(400, '/')}) {
+    std::optional<std::string> back = DecodeDirectoryName(EscapeTensorName(name));
+    ASSERT_TRUE(back.has_value()) << EscapeTensorName(name);
+    EXPECT_EQ(*back, name);
+  }
+  EXPECT_EQ(EscapeTensorName(std::string(400, '/')).size(), 1200u);  // Escape never truncates
+}
+
+TEST(NameEncoding, DecodeRefusesWhatEscapeNeverWrites) {
+  for (const char* bad : {"", ".", "..", "a%", "a%2", "a%2f", "%zz", "%41", "a\nb", "a/b", "%2E.", "a%2Eb", "\x7f"}) {
+    EXPECT_FALSE(DecodeDirectoryName(bad).has_value()) << bad;
+  }
+  EXPECT_EQ(DecodeDirectoryName("%25%2F%00%1F%7F"), std::string("%/\0\x1f\x7f", 5));
 }
 
 TEST(NameEncoding, DotsAndEmptyName) {
