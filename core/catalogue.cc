@@ -186,6 +186,23 @@ StatusOr<Catalogue> Catalogue::FromShards(const std::vector<std::string>& shard_
   return catalogue;
 }
 
+StatusOr<Catalogue> Catalogue::FromRepository(const std::string& repository_name, const ShardOpener& open,
+                                              const CatalogueOptions& options) {
+  const std::string index_name = "model.safetensors.index.json";
+  StatusOr<std::unique_ptr<ByteSource>> index_source = open(index_name);
+  if (index_source.ok()) {
+    ASSIGN_OR_RETURN(CheckpointIndex index, ReadCheckpointIndex(**index_source));
+    return FromIndex(std::move(index), (*index_source)->Describe(), open, options);
+  }
+  if (index_source.status().code() != StatusCode::kNotFound) return index_source.status();
+  StatusOr<std::unique_ptr<ByteSource>> single = open("model.safetensors");
+  if (!single.ok()) {
+    if (single.status().code() != StatusCode::kNotFound) return single.status();
+    return Status::NotFound(repository_name + ": holds neither " + index_name + " nor model.safetensors");
+  }
+  return FromFile(std::move(*single));
+}
+
 ShardOpener LocalShardOpener(std::string directory) {
   return [directory = std::move(directory)](const std::string& name) {
     return OpenLocalFile(directory.empty() ? name : directory + "/" + name);

@@ -76,6 +76,13 @@ class Catalogue {
   static StatusOr<Catalogue> FromShards(const std::vector<std::string>& shard_names, std::string source_name,
                                         const ShardOpener& open, const CatalogueOptions& options = {});
 
+  // A model repository reached through `open` (hf://ORG/REPO[@REV]): its
+  // model.safetensors.index.json when `open` finds it (NotFound means it does
+  // not exist), else its model.safetensors. `repository_name` names it in
+  // messages; the index's shards are opened through `open` too.
+  static StatusOr<Catalogue> FromRepository(const std::string& repository_name, const ShardOpener& open,
+                                            const CatalogueOptions& options = {});
+
   // Names the SOURCE in messages (a file, an index, a directory).
   const std::string& source_name() const { return source_name_; }
   // True when built from an index or a directory (the mount then shows

@@ -338,6 +338,38 @@ TEST(Catalogue, FiftyThousandTensorsOverAHundredShardsBuildFast) {
   std::printf("catalogue of 50000 tensors / 100 shards built in %.3f s\n", seconds);
 }
 
+TEST(Catalogue, RepositoryPrefersItsIndex) {
+  MemoryCheckpoint checkpoint(3, 2);
+  std::string map;
+  for (const CheckpointIndex::Entry& entry : checkpoint.index.weight_map) {
+    map += (map.empty() ? "" : ",") + testing::JsonString(entry.tensor) + ":" +
+           testing::JsonString(checkpoint.index.shard_names[entry.shard]);
+  }
+  checkpoint.files["model.safetensors.index.json"] = R"({"metadata":{"total_size":24},"weight_map":{)" + map + "}}";
+  std::vector<TestTensor> single = {{"only", DType::F32, {1}, ""}};
+  checkpoint.files["model.safetensors"] = BuildSafetensors(single);
+  StatusOr<Catalogue> catalogue = Catalogue::FromRepository("hf://org/repo", checkpoint.Opener());
+  ASSERT_TRUE(catalogue.ok()) << catalogue.status().ToString();
+  EXPECT_TRUE(catalogue->sharded());
+  EXPECT_EQ(catalogue->tensors().size(), 6u);
+  EXPECT_EQ(catalogue->metadata_json(), R"({"total_size":24})");
+  EXPECT_EQ(catalogue->source_name(), "model.safetensors.index.json");
+}
+
+TEST(Catalogue, RepositoryWithoutIndexUsesModelSafetensors) {
+  MemoryCheckpoint checkpoint(0, 0);
+  std::vector<TestTensor> single = {{"only", DType::F32, {1}, ""}};
+  checkpoint.files["model.safetensors"] = BuildSafetensors(single);
+  StatusOr<Catalogue> catalogue = Catalogue::FromRepository("hf://org/repo", checkpoint.Opener());
+  ASSERT_TRUE(catalogue.ok()) << catalogue.status().ToString();
+  EXPECT_FALSE(catalogue->sharded());
+  ASSERT_EQ(catalogue->tensors().size(), 1u);
+  EXPECT_EQ(catalogue->tensors()[0].info.name, "only");
+  checkpoint.files.clear();
+  ExpectRefused(Catalogue::FromRepository("hf://org/repo", checkpoint.Opener()),
+                {"hf://org/repo: holds neither model.safetensors.index.json nor model.safetensors"});
+}
+
 TEST(Catalogue, StopsOpeningShardsAfterAFailure) {
   MemoryCheckpoint checkpoint(50, 1);
   checkpoint.index.shard_names[0] = "missing.safetensors";
