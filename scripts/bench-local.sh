@@ -10,6 +10,12 @@
 #   3. the daemon's peak RSS (VmHWM) after serving the 2 GiB read;
 #   4. mount time and `ls -lR` time for a file of 10,000 tensors.
 #
+# `scripts/bench-local.sh headers` measures header parsing instead (issue 8):
+# stfs-parse-header (ReadHeader alone: time and peak RSS) against python3's
+# json.loads of the same bytes, for a 100,000-tensor header, a 100,000-key
+# __metadata__, a header at the 100,000,000-byte limit and 10 MB of nested
+# brackets; then mount time and `ls -lR` time of the 100,000-tensor file.
+#
 # Each mount read is paired with a direct read taken just before it (the load
 # on a shared machine changes from second to second) and ratios are medians
 # of those pairs over STFS_BENCH_TRIALS rounds (default 3). Needs root for the readahead setting (as the mount
@@ -22,8 +28,10 @@
 #   STFS_BENCH_TRIALS=3      trials per figure
 #   STFS_BENCH_TENSORS=10000 tensors in the many-tensor file
 #   STFS_BENCH_EXTRA="label|opt=v,opt=v;..."  more first-read configurations (-o lists)
+#   STFS_BENCH_HEADER_TENSORS=100000  tensors/keys in the headers mode
 #   TMPDIR=/tmp              where the temp dir goes
 set -euo pipefail
+MODE="${1:-reads}"
 
 SIZE_MIB="${STFS_BENCH_MIB:-2048}"
 TRIALS="${STFS_BENCH_TRIALS:-3}"
@@ -34,10 +42,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/bench-lib.sh"
 bench_init bench-local
 bench_require python3 dd fusermount3 awk sort
 bench_build_stfs "$ROOT/build-bench" -DSTFS_BUILD_CUDA=OFF -DSTFS_BUILD_REMOTE=OFF
-bench_workdir stfs-bench $((SIZE_MIB + 64))
+if [[ "$MODE" == headers ]]; then bench_workdir stfs-bench 1024; else bench_workdir stfs-bench $((SIZE_MIB + 64)); fi
 
 mem_avail_mib=$(awk '/MemAvailable/ {print int($2/1024)}' /proc/meminfo)
-if ((mem_avail_mib < 2 * SIZE_MIB + 1024)); then
+if [[ "$MODE" != headers ]] && ((mem_avail_mib < 2 * SIZE_MIB + 1024)); then
   note "warning: ${mem_avail_mib} MiB available memory; the source and the mount's cache may not both stay cached"
 fi
 
@@ -123,7 +131,96 @@ bdi_readahead() {  # mountpoint
   cat "/sys/class/bdi/$dev/read_ahead_kb" 2>/dev/null || echo "?"
 }
 
+# --- headers mode ------------------------------------------------------------
+# Writes a header-test file (data buffer sparse) and prints its header size:
+# tensors N | metadata N | limit BYTES (tensors, padded to BYTES) | nested BYTES.
+make_header_file() {  # kind path arg
+  python3 - "$@" <<'PY'
+import struct, sys
+kind, path, arg = sys.argv[1], sys.argv[2], int(sys.argv[3])
+entry = '"model.layers.%d.mlp.experts.%d.weight":{"dtype":"U8","shape":[16,64],"data_offsets":[%d,%d]}'
+parts, data = [], 0
+if kind in ("tensors", "limit"):
+    size = 2
+    for i in range(arg if kind == "tensors" else 1 << 40):
+        e = entry % (i // 64, i % 64, data, data + 1024)
+        if kind == "limit" and size + len(e) + 1 > arg:
+            break
+        parts.append(e); size += len(e) + 1; data += 1024
+    h = "{" + ",".join(parts) + "}"
+    if kind == "limit":
+        h += " " * (arg - len(h))
+elif kind == "metadata":
+    h = '{"__metadata__":{' + ",".join('"key.%d":"value %d"' % (i, i) for i in range(arg)) + "}}"
+else:
+    h = '{"__metadata__":{"k":' + "[" * (arg // 2) + "]" * (arg // 2) + "}}"
+hb = h.encode()
+with open(path, "wb") as f:
+    f.write(struct.pack("<Q", len(hb)) + hb)
+    f.truncate(8 + len(hb) + data)
+print(len(hb))
+PY
+}
+
+# Prints python3's json.loads time of a file's header in seconds.
+python_parse_s() {
+  python3 - "$1" <<'PY'
+import json, sys, time
+b = open(sys.argv[1], "rb").read()
+h = b[8:8 + int.from_bytes(b[:8], "little")]
+t = time.perf_counter()
+try:
+    json.loads(h)
+except (ValueError, RecursionError):
+    pass
+print("%.3f" % (time.perf_counter() - t))
+PY
+}
+
+run_headers() {
+  local n="${STFS_BENCH_HEADER_TENSORS:-100000}" parse_tool="$ROOT/build-bench/fuzz/stfs-parse-header"
+  cmake --build "$ROOT/build-bench" -j2 --target stfs-parse-header >>"$ROOT/build-bench/bench-build.log" 2>&1 ||
+    die "building stfs-parse-header failed; see build-bench/bench-build.log"
+  echo "stfs header benchmark — $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo "machine: $(nproc) CPUs ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo) RAM, $(python3 --version)"
+  echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo
+  echo "| header | bytes | stfs parse s | python json.loads s | ratio | peak RSS MiB | RSS / header | result |"
+  echo "|---|---|---|---|---|---|---|---|"
+  local kind arg file bytes line secs rss py
+  for spec in "tensors $n" "metadata $n" "limit 100000000" "nested 10000000"; do
+    read -r kind arg <<<"$spec"
+    file="$WORK/$kind.safetensors"
+    bytes=$(make_header_file "$kind" "$file" "$arg")
+    line=$("$parse_tool" "$file" || true)
+    secs=$(sed -E 's/.*(ok|refused) ([0-9.]+) s.*/\2/' <<<"$line")
+    rss=$(sed -E 's/.*peak RSS ([0-9]+) KiB.*/\1/' <<<"$line")
+    py=$(python_parse_s "$file")
+    printf '| %s %s | %s | %s | %s | %s | %s | %s | %s |\n' "$kind" "$arg" "$bytes" "$secs" "$py" "$(ratio "$secs" "$py")" \
+      "$(awk -v k="$rss" 'BEGIN { printf "%.1f", k / 1024 }')" "$(awk -v k="$rss" -v b="$bytes" 'BEGIN { printf "%.2f", k * 1024 / b }')" \
+      "$(sed -E 's/^[^:]*: (ok|refused).*/\1/' <<<"$line")"
+    [[ "$kind" == tensors ]] || rm -f "$file"
+  done
+  echo
+  local many="$WORK/tensors.safetensors" t0 t1 mount_s ls_s entries
+  mkdir -p "$WORK/mnt"
+  MOUNTS+=("$WORK/mnt")
+  t0=$(now_ns)
+  if timeout 600 "$STFS" "$many" "$WORK/mnt"; then
+    t1=$(now_ns)
+    mount_s=$(awk -v ns=$((t1 - t0)) 'BEGIN { printf "%.2f", ns / 1e9 }')
+    t0=$(now_ns); entries=$(timeout 600 ls -lR "$WORK/mnt" | wc -l); t1=$(now_ns)
+    ls_s=$(awk -v ns=$((t1 - t0)) 'BEGIN { printf "%.2f", ns / 1e9 }')
+    fusermount3 -u "$WORK/mnt"
+    echo "$n tensors: mount $mount_s s (target < 1 s), ls -lR $ls_s s (target < 5 s, $entries lines)"
+  else
+    echo "$n tensors: mount failed or took over 600 s"
+  fi
+  echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
 # --- run -----------------------------------------------------------------------
+if [[ "$MODE" == headers ]]; then run_headers; exit 0; fi
 SIZE=$((SIZE_MIB * 1024 * 1024))
 BIG="$WORK/big.safetensors"
 MANY="$WORK/many.safetensors"
