@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <filesystem>
 #include <optional>
+#include <system_error>
 #include <thread>
 
 namespace stfs {
@@ -52,7 +53,13 @@ StatusOr<std::vector<ReadShard>> ReadShardsInParallel(const std::vector<std::str
   };
   size_t thread_count = std::min<size_t>(names.size(), std::max(1, options.parallel_shard_reads));
   std::vector<std::thread> threads;
-  for (size_t t = 1; t < thread_count; ++t) threads.emplace_back(work);
+  for (size_t t = 1; t < thread_count; ++t) {
+    try {
+      threads.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // no more threads to be had: the ones running (and this one) finish the work
+    }
+  }
   work();
   for (std::thread& thread : threads) thread.join();
   for (ReadShard& shard : shards) {
@@ -179,7 +186,8 @@ StatusOr<Catalogue> Catalogue::FromShards(const std::vector<std::string>& shard_
     }
   }
   for (uint32_t s = 0; s < read.size(); ++s) {
-    for (const TensorInfo& info : read[s].header->tensors) catalogue.tensors_.push_back({info, s});
+    // `owner` is done with; moving the names out is safe now.
+    for (TensorInfo& info : read[s].header->tensors) catalogue.tensors_.push_back({std::move(info), s});
     catalogue.shards_.push_back(MakeShard(shard_names[s], std::move(read[s].source), *read[s].header));
   }
   catalogue.BuildNameIndex();
