@@ -46,6 +46,11 @@ class ByteSource {
   // Statistics as one JSON object and a newline (cache hits, bytes fetched),
   // or an empty string when the source keeps none.
   virtual std::string StatsJson() const { return std::string(); }
+
+  // Makes every ReadAt in flight or to come fail promptly (within about a
+  // second) with an IOError, e.g. while the mount is torn down. Idempotent;
+  // safe from any thread (not from a signal handler).
+  virtual void Shutdown() {}
 };
 
 // Reads exactly `length` bytes at `offset`, failing with Corruption/IOError

@@ -14,12 +14,22 @@
 
 #include <fcntl.h>
 #include <fuse3/fuse_lowlevel.h>
+#include <poll.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
+#include <cstdarg>
+#include <cstdio>
+#include <iterator>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -457,60 +467,139 @@ std::string JoinOptions(const std::vector<std::string>& options) {
   return out;
 }
 
-}  // namespace
+// Session lifecycle. Signals only mark the session exited and write a byte
+// to a pipe (all a handler may do); the stopper, a normal thread, then runs
+// the caller's on_teardown (cancelling source reads, so no worker stays in
+// a read) and, should workers still be busy after kTeardownGraceMs, detaches
+// the mount itself, so a signal removes the mount within 2 s whatever the
+// readers do. libfuse blocks these signals in its workers; our own threads
+// block them too, so they reach the loop thread and interrupt its wait.
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
+constexpr int kTeardownGraceMs = 1200;
 
-Status ServeFilesystem(const Filesystem& fs, const ServeOptions& options,
-                       const std::function<void(const Status&)>& on_ready) {
-  Context ctx;
-  ctx.fs = &fs;
-  ctx.options = &options;
+std::atomic<fuse_session*> g_session{nullptr};
+std::atomic<int> g_wake_fd{-1};
 
-  std::vector<std::string> arg_strings = {"stfs"};
-  if (options.debug) arg_strings.push_back("-d");
-  std::vector<std::string> fuse_options = {"ro", "default_permissions", "fsname=stfs", "subtype=stfs"};
-  fuse_options.insert(fuse_options.end(), options.fuse_options.begin(), options.fuse_options.end());
-  arg_strings.push_back("-o");
-  arg_strings.push_back(JoinOptions(fuse_options));
-  std::vector<char*> argv;
-  for (std::string& s : arg_strings) argv.push_back(s.data());
-  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+void OnStopSignal(int) {
+  int saved = errno;
+  if (fuse_session* se = g_session.load()) fuse_session_exit(se);
+  int fd = g_wake_fd.load();
+  if (fd >= 0) (void)!::write(fd, "x", 1);
+  errno = saved;
+}
 
-  const fuse_lowlevel_ops ops = MakeOps();
-  fuse_session* se = fuse_session_new(&args, &ops, sizeof ops, &ctx);
-  if (se == nullptr) {
-    Status s = Status::InvalidArgument("could not start a FUSE session (bad -o option? see above)");
-    on_ready(s);
-    return s;
+class StopSignals {
+ public:
+  StopSignals(fuse_session* se, int wake_fd) {
+    g_session = se;
+    g_wake_fd = wake_fd;
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof sa);
+    sa.sa_handler = OnStopSignal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0;  // no SA_RESTART: the loop's wait must see EINTR
+    for (size_t i = 0; i < std::size(kStopSignals); ++i) ::sigaction(kStopSignals[i], &sa, &old_[i]);
   }
-  if (fuse_set_signal_handlers(se) != 0) {
-    fuse_session_destroy(se);
-    Status s = Status::Internal("could not install signal handlers");
-    on_ready(s);
-    return s;
-  }
-  if (fuse_session_mount(se, options.mountpoint.c_str()) != 0) {
-    fuse_remove_signal_handlers(se);
-    fuse_session_destroy(se);
-    Status s = Status::IOError(options.mountpoint + ": mount failed (is /dev/fuse usable and the directory free?)");
-    on_ready(s);
-    return s;
+  ~StopSignals() {
+    for (size_t i = 0; i < std::size(kStopSignals); ++i) ::sigaction(kStopSignals[i], &old_[i], nullptr);
+    g_session = nullptr;
+    g_wake_fd = -1;
   }
 
+ private:
+  struct sigaction old_[std::size(kStopSignals)];
+};
+
+// Starts a thread with the stop signals blocked, so they reach the loop thread.
+template <typename Body>
+std::thread StartQuietThread(Body&& body) {
+  sigset_t stop, old;
+  sigemptyset(&stop);
+  for (int sig : kStopSignals) sigaddset(&stop, sig);
+  pthread_sigmask(SIG_BLOCK, &stop, &old);
+  std::thread thread(std::forward<Body>(body));
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return thread;
+}
+
+// Removes the mount from the namespace without touching the session's fd
+// (workers still use it): umount2(MNT_DETACH) as root, else fusermount3 -uz.
+void DetachMount(const std::string& mountpoint) {
+  if (::umount2(mountpoint.c_str(), MNT_DETACH) == 0) return;
+  const char* argv[] = {"fusermount3", "-u", "-z", "-q", "--", mountpoint.c_str(), nullptr};
+  pid_t pid = -1;
+  if (posix_spawnp(&pid, "fusermount3", nullptr, nullptr, const_cast<char* const*>(argv), environ) == 0) {
+    ::waitpid(pid, nullptr, 0);
+  }
+}
+
+// libfuse's messages (bad options, mount errors): kept while the session is
+// set up so the error the user sees can name the cause, and still printed.
+std::mutex g_fuse_log_mu;
+std::string g_fuse_last_message;
+
+void CaptureFuseLog(enum fuse_log_level, const char* fmt, va_list ap) {
+  char line[1024];
+  std::vsnprintf(line, sizeof line, fmt, ap);
+  std::fputs(line, stderr);
+  std::string text = line;
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  std::lock_guard<std::mutex> lock(g_fuse_log_mu);
+  g_fuse_last_message = text;
+}
+
+// `base` and the last libfuse message, if any.
+std::string WithFuseMessage(std::string base) {
+  std::lock_guard<std::mutex> lock(g_fuse_log_mu);
+  if (!g_fuse_last_message.empty()) base += ": " + g_fuse_last_message;
+  return base;
+}
+
+// Serves the mounted session until a signal, an unmount or a refused
+// readiness ends it; returns the loop's outcome.
+Status RunSession(fuse_session* se, Context& ctx, const ServeOptions& options, int wake_fd,
+                  const std::function<bool(const Status&)>& on_ready) {
+  const pthread_t loop_thread = pthread_self();
+  auto loop_done = [&] {
+    std::lock_guard<std::mutex> lock(ctx.ready.mu);
+    return ctx.ready.loop_done;
+  };
   // Readiness: wait for the kernel's INIT, then stat the mount point through
-  // the mount itself, so "ready" means the mount answers.
-  std::thread watcher([&] {
+  // the mount itself, so "ready" means the mount answers. A caller that
+  // refuses it (its parent is gone) stops the session.
+  std::thread watcher = StartQuietThread([&] {
     {
       std::unique_lock<std::mutex> lock(ctx.ready.mu);
       ctx.ready.cv.wait(lock, [&] { return ctx.ready.initialized || ctx.ready.loop_done; });
       if (!ctx.ready.initialized) return;
     }
     struct stat st;
+    Status ready = Status::OK();
     if (::stat(options.mountpoint.c_str(), &st) != 0 || st.st_ino != kRootInode) {
-      on_ready(StatusFromErrno(errno ? errno : EIO, options.mountpoint + ": mount does not answer"));
-      return;
+      ready = StatusFromErrno(errno ? errno : EIO, options.mountpoint + ": mount does not answer");
+    } else {
+      RaiseReadahead(options.mountpoint, options.readahead_kb, options.debug);
     }
-    RaiseReadahead(options.mountpoint, options.readahead_kb, options.debug);
-    on_ready(Status::OK());
+    if (!on_ready(ready) || !ready.ok()) {
+      fuse_session_exit(se);
+      pthread_kill(loop_thread, SIGTERM);  // wakes the loop through OnStopSignal
+    }
+  });
+  std::thread stopper = StartQuietThread([&] {
+    pollfd wake = {wake_fd, POLLIN, 0};
+    for (;;) {
+      if (loop_done()) return;
+      if (::poll(&wake, 1, 100) > 0 || fuse_session_exited(se)) break;
+    }
+    if (options.on_teardown) options.on_teardown();
+    std::unique_lock<std::mutex> lock(ctx.ready.mu);
+    if (!ctx.ready.cv.wait_for(lock, std::chrono::milliseconds(kTeardownGraceMs),
+                               [&] { return ctx.ready.loop_done; })) {
+      lock.unlock();
+      std::fprintf(stderr, "stfs: %s: requests still busy at shutdown; detaching the mount\n",
+                   options.mountpoint.c_str());
+      DetachMount(options.mountpoint);
+    }
   });
 
   int rc;
@@ -529,14 +618,69 @@ Status ServeFilesystem(const Filesystem& fs, const ServeOptions& options,
     ctx.ready.cv.notify_all();
   }
   watcher.join();
-  fuse_session_unmount(se);
-  fuse_remove_signal_handlers(se);
-  fuse_session_destroy(se);
-  fuse_opt_free_args(&args);
+  stopper.join();
   if (rc != 0 && rc != SIGINT && rc != SIGTERM && rc != SIGHUP) {
     return Status::IOError("FUSE session ended with error " + std::to_string(rc));
   }
   return Status::OK();
+}
+
+}  // namespace
+
+std::string FuseVersion() { return fuse_pkgversion(); }
+
+Status ServeFilesystem(const Filesystem& fs, const ServeOptions& options,
+                       const std::function<bool(const Status&)>& on_ready) {
+  Context ctx;
+  ctx.fs = &fs;
+  ctx.options = &options;
+  {
+    std::lock_guard<std::mutex> lock(g_fuse_log_mu);
+    g_fuse_last_message.clear();
+  }
+  fuse_set_log_func(CaptureFuseLog);
+
+  std::vector<std::string> arg_strings = {"stfs"};
+  if (options.debug) arg_strings.push_back("-d");
+  std::vector<std::string> fuse_options = {"ro", "default_permissions", "fsname=stfs", "subtype=stfs"};
+  if (options.auto_unmount) fuse_options.push_back("auto_unmount");
+  fuse_options.insert(fuse_options.end(), options.fuse_options.begin(), options.fuse_options.end());
+  arg_strings.push_back("-o");
+  arg_strings.push_back(JoinOptions(fuse_options));
+  std::vector<char*> argv;
+  for (std::string& s : arg_strings) argv.push_back(s.data());
+  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+
+  const fuse_lowlevel_ops ops = MakeOps();
+  fuse_session* se = fuse_session_new(&args, &ops, sizeof ops, &ctx);
+  if (se == nullptr) {
+    Status s = Status::InvalidArgument(WithFuseMessage("could not start a FUSE session"));
+    on_ready(s);
+    return s;
+  }
+  int wake[2];
+  if (::pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+    fuse_session_destroy(se);
+    Status s = StatusFromErrno(errno, "pipe");
+    on_ready(s);
+    return s;
+  }
+  Status result = Status::OK();
+  {
+    StopSignals signals(se, wake[1]);
+    if (fuse_session_mount(se, options.mountpoint.c_str()) != 0) {
+      result = Status::IOError(WithFuseMessage(options.mountpoint + ": mount failed"));
+      on_ready(result);
+    } else {
+      result = RunSession(se, ctx, options, wake[0], on_ready);
+      fuse_session_unmount(se);
+    }
+  }
+  ::close(wake[0]);
+  ::close(wake[1]);
+  fuse_session_destroy(se);
+  fuse_opt_free_args(&args);
+  return result;
 }
 
 }  // namespace stfs

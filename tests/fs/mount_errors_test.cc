@@ -215,7 +215,7 @@ TEST_F(Mount, BadOptionsAreRefused) {
   std::string mnt = NewMountpoint();
   ExpectRefused(RunStfs({"-o", "read_reply=carrier-pigeon", src, mnt}), mnt, "read_reply", {"pread", "expected"});
   ExpectRefused(RunStfs({"-o", "readahead_kb=lots", src, mnt}), mnt, "readahead_kb", {"integer", "number"});
-  ExpectRefused(RunStfs({"-o", "rw", src, mnt}), mnt, "rw", {"read-only", "read only"});
+  ExpectRefused(RunStfs({"-o", "no_such_fuse_option", src, mnt}), mnt, "no_such_fuse_option", {"unknown", "option"});
   ExpectRefused(RunStfs({"--no-such-flag", src, mnt}), mnt, "--no-such-flag", {"unknown", "option"});
   ExpectRefused(RunStfs({src}), "", "SOURCE", {"mountpoint", "expected"});
 }

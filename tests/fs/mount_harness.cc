@@ -219,7 +219,7 @@ bool Unmount(const std::string& path) {
   return !IsMounted(path);
 }
 
-std::vector<int> ProcessesWithArgument(const std::string& arg) {
+std::vector<int> ProcessesWithArgument(const std::string& arg, const std::string& program) {
   std::vector<int> pids;
   DIR* proc = ::opendir("/proc");
   if (proc == nullptr) return pids;
@@ -230,6 +230,10 @@ std::vector<int> ProcessesWithArgument(const std::string& arg) {
     if (*end != '\0' || pid <= 0 || pid == self) continue;
     std::ifstream in(std::string("/proc/") + e->d_name + "/cmdline", std::ios::binary);
     std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!program.empty()) {
+      std::string argv0 = cmdline.substr(0, cmdline.find('\0'));
+      if (argv0.substr(argv0.rfind('/') + 1) != program) continue;
+    }
     size_t start = 0;
     while (start < cmdline.size()) {
       size_t nul = cmdline.find('\0', start);

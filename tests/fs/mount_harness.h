@@ -48,8 +48,9 @@ std::string MountDevice(const std::string& path);
 // true when nothing is mounted there afterwards.
 bool Unmount(const std::string& path);
 
-// Returns the pids of processes whose command line has `arg` as an argument.
-std::vector<int> ProcessesWithArgument(const std::string& arg);
+// Returns the pids of processes whose command line has `arg` as an argument
+// (and, when `program` is given, whose argv[0] has that base name).
+std::vector<int> ProcessesWithArgument(const std::string& arg, const std::string& program = "");
 
 // Lists a directory with opendir/readdir: names sorted, "." and ".." kept
 // out unless `with_dots`.

@@ -1,0 +1,179 @@
+// The mount's life around the stfs command: SIGTERM with a reader stuck on
+// a remote source that never answers (unmounted within 2 s, the reader
+// gets EIO), a daemon killed with SIGKILL (auto_unmount removes the mount),
+// an `stfs` command killed before the mount was ready (the daemon mounts
+// nothing), relative paths taken from the caller's directory, and mount(8)
+// itself: `mount -t fuse.stfs` through mount.fuse3 with the generic options.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <thread>
+
+#include "tests/fs/mount_harness.h"
+
+namespace stfs::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Mount = MountTest;
+
+long MsSince(Clock::time_point start) {
+  return static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
+}
+
+bool StfsHasRemote() { return RunCommand({StfsBinary(), "--help"}).out.find("http") != std::string::npos; }
+
+// tests/fs/slow_http_server.py serving `file`, killed on destruction.
+class SlowServer {
+ public:
+  SlowServer(MountTest* test, const std::string& file, const std::vector<std::string>& flags) {
+    log_ = test->dir_.path() + "/server" + std::to_string(++count_) + ".out";
+    std::vector<std::string> argv = {"python3", HelperScript("slow_http_server.py"), file};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    pid_ = Spawn(argv, log_);
+    for (int i = 0; i < 200 && pid_ > 0 && port_.empty(); ++i) {
+      std::string out = ReadWholeFile(log_);
+      if (out.find('\n') != std::string::npos) port_ = out.substr(0, out.find('\n'));
+      else ::usleep(25000);
+    }
+  }
+  ~SlowServer() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      WaitForExit(pid_, 5000);
+    }
+  }
+  bool ok() const { return !port_.empty(); }
+  std::string Url() const { return "http://127.0.0.1:" + port_ + "/model.safetensors"; }
+  std::string Output() const { return ReadWholeFile(log_); }
+
+ private:
+  static inline int count_ = 0;
+  std::string log_;
+  std::string port_;
+  int pid_ = -1;
+};
+
+TEST_F(Mount, SigkilledDaemonLeavesNoMountBehind) {
+  std::vector<TestTensor> tensors = {{"w", DType::U8, {64}, ""}};
+  std::string mnt = MountFile(WriteSource(BuildSafetensors(tensors)));
+  ASSERT_FALSE(mnt.empty());
+  std::vector<int> daemons = ProcessesWithArgument(mnt, "stfs");
+  ASSERT_EQ(daemons.size(), 1u);
+  ASSERT_EQ(::kill(daemons[0], SIGKILL), 0);
+  const Clock::time_point killed = Clock::now();
+  while (IsMounted(mnt) && MsSince(killed) < 5000) ::usleep(20000);
+  EXPECT_FALSE(IsMounted(mnt)) << "a SIGKILLed daemon left its mount behind (auto_unmount)";
+}
+
+TEST_F(Mount, NoautoUnmountLeavesTheDeadMountToTheAdministrator) {
+  std::vector<TestTensor> tensors = {{"w", DType::U8, {64}, ""}};
+  std::string mnt = MountFile(WriteSource(BuildSafetensors(tensors)), {"-o", "noauto_unmount"});
+  ASSERT_FALSE(mnt.empty());
+  std::vector<int> daemons = ProcessesWithArgument(mnt, "stfs");
+  ASSERT_EQ(daemons.size(), 1u);
+  ASSERT_EQ(::kill(daemons[0], SIGKILL), 0);
+  ::usleep(1000 * 1000);
+  int fd = ::open((mnt + "/w/data").c_str(), O_RDONLY);
+  EXPECT_LT(fd, 0);
+  EXPECT_EQ(errno, ENOTCONN) << "a dead FUSE mount answers ENOTCONN";
+  if (fd >= 0) ::close(fd);
+  EXPECT_TRUE(IsMounted(mnt)) << "with noauto_unmount the dead mount stays until fusermount3 -u";
+  // TearDown removes it.
+}
+
+TEST_F(Mount, DaemonWhoseCommandWasKilledBeforeReadyMountsNothing) {
+  if (!StfsHasRemote()) GTEST_SKIP() << "stfs was built without remote sources";
+  std::vector<TestTensor> tensors = {{"w", DType::U8, {64}, ""}};
+  std::string src = WriteSource(BuildSafetensors(tensors));
+  SlowServer server(this, src, {"--delay", "2"});
+  ASSERT_TRUE(server.ok()) << server.Output();
+  std::string mnt = NewMountpoint();
+  int pid = Spawn({StfsBinary(), server.Url(), mnt}, dir_.path() + "/killed.log");
+  ASSERT_GT(pid, 0);
+  ::usleep(500 * 1000);  // the daemon is now waiting for the header
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  WaitForExit(pid, 5000);
+  const Clock::time_point killed = Clock::now();
+  // The daemon gets its header after the delay, then must give up.
+  while (!ProcessesWithArgument(mnt, "stfs").empty() && MsSince(killed) < 15000) ::usleep(50000);
+  EXPECT_TRUE(ProcessesWithArgument(mnt, "stfs").empty()) << "the daemon outlived its command by 15 s";
+  EXPECT_FALSE(IsMounted(mnt)) << "the daemon mounted after its command was killed";
+}
+
+TEST_F(Mount, RelativePathsAreTakenFromTheCallersDirectory) {
+  std::vector<TestTensor> tensors = {{"w", DType::U8, {16}, ""}};
+  WriteSource(BuildSafetensors(tensors), "rel.safetensors");
+  std::string mnt = NewMountpoint();
+  std::string mnt_name = mnt.substr(mnt.rfind('/') + 1);
+  std::string log_name = "rel-" + std::to_string(::getpid()) + ".log";
+  // The command runs from the temp dir, with every path relative to it.
+  CommandResult r = RunCommand({"/bin/sh", "-c", "cd \"$1\" && exec \"$2\" rel.safetensors \"$3\" -o log=\"$4\"", "sh",
+                                dir_.path(), StfsBinary(), mnt_name, log_name});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ReadWholeFile(mnt + "/w/data"), tensors[0].bytes);
+  ASSERT_TRUE(Unmount(mnt));
+  struct stat st;
+  EXPECT_EQ(::stat((dir_.path() + "/" + log_name).c_str(), &st), 0) << "log= was not created in the caller's directory";
+  EXPECT_NE(::stat(("/" + log_name).c_str(), &st), 0) << "log= landed in /";
+  ::unlink(("/" + log_name).c_str());
+}
+
+// mount(8) clears PATH, so mount.fuse3's shell finds `stfs` only in the
+// default directories. The test runs in a private mount namespace (unshare
+// -m) with a directory holding `stfs` bound over /usr/local/bin, and checks
+// the mount from inside it; nothing of it is visible outside.
+TEST_F(Mount, MountTypeFuseStfsWorksThroughMountFuse3WithGenericOptions) {
+  if (::geteuid() != 0) GTEST_SKIP() << "mount(8) needs root";
+  if (::access("/sbin/mount.fuse3", X_OK) != 0 && ::access("/usr/sbin/mount.fuse3", X_OK) != 0) {
+    FAIL() << "mount.fuse3 is missing (fuse3 package; scripts/setup.sh installs it)";
+  }
+  std::vector<TestTensor> tensors = {{"w", DType::F32, {8}, ""}};
+  std::string src = WriteSource(BuildSafetensors(tensors));
+  std::string mnt = NewMountpoint();
+  std::string bin = dir_.path() + "/bin";
+  ASSERT_EQ(::mkdir(bin.c_str(), 0755), 0);
+  ASSERT_EQ(::symlink(StfsBinary().c_str(), (bin + "/stfs").c_str()), 0);
+  const std::string script =
+      "set -u\n"
+      "mount --bind \"$1\" /usr/local/bin || exit 90\n"
+      "mount -t fuse.stfs -o rw,defaults,nodev,nosuid,noexec,_netdev,nofail,noatime \"$2\" \"$3\" || exit 91\n"
+      "cat \"$3/w/data\" > \"$4/data.out\"\n"
+      "grep \" $3 \" /proc/self/mountinfo > \"$4/mountinfo.out\"\n"
+      "if ( : > \"$3/w/data\" ) 2>/dev/null; then echo writable > \"$4/write.out\"; fi\n"
+      "umount \"$3\" || exit 92\n"
+      "grep -c \" $3 \" /proc/self/mountinfo > \"$4/after.out\"\n"
+      "exit 0\n";
+  CommandResult r = RunCommand({"unshare", "-m", "sh", "-c", script, "sh", bin, src, mnt, dir_.path()}, 30000);
+  ASSERT_EQ(r.exit_code, 0) << "90: bind, 91: mount -t fuse.stfs, 92: umount failed\n" << r.err << r.out;
+  EXPECT_EQ(ReadWholeFile(dir_.path() + "/data.out"), tensors[0].bytes);
+  std::string mountinfo = ReadWholeFile(dir_.path() + "/mountinfo.out");
+  EXPECT_NE(mountinfo.find(" ro,"), std::string::npos) << "read-only although mount(8) said rw: " << mountinfo;
+  EXPECT_NE(mountinfo.find("nodev"), std::string::npos) << mountinfo;
+  EXPECT_NE(mountinfo.find("noexec"), std::string::npos) << mountinfo;
+  EXPECT_NE(mountinfo.find("fuse.stfs"), std::string::npos) << mountinfo;
+  EXPECT_NE(::access((dir_.path() + "/write.out").c_str(), F_OK), 0) << "the mount took a write";
+  EXPECT_EQ(ReadWholeFile(dir_.path() + "/after.out"), "0\n") << "umount left the mount";
+  // The daemon exits with its mount.
+  for (int i = 0; i < 100 && !ProcessesWithArgument(mnt, "stfs").empty(); ++i) ::usleep(50000);
+  EXPECT_TRUE(ProcessesWithArgument(mnt, "stfs").empty());
+}
+
+TEST_F(Mount, VersionNamesTheLibfuseItRunsOn) {
+  CommandResult r = RunStfs({"--version"});
+  EXPECT_EQ(r.exit_code, 0);
+  CommandResult pc = RunCommand({"pkg-config", "--modversion", "fuse3"});
+  EXPECT_NE(r.out.find("libfuse 3."), std::string::npos) << r.out;
+  if (pc.exit_code == 0 && !pc.out.empty()) {
+    EXPECT_NE(r.out.find("libfuse " + Lines(pc.out)[0]), std::string::npos) << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace stfs::testing
