@@ -55,8 +55,10 @@ bool FillPlanner::Peek() {
   return true;
 }
 
-void FillPlanner::AddCopy(StagingFill* fill, uint64_t src, uintptr_t dst, uint64_t width) {
-  if (!fill->copies.empty()) {
+void FillPlanner::AddCopy(StagingFill* fill, uint64_t src, uintptr_t dst, uint64_t width, uint32_t request) {
+  // Merging is only ever within one request: rows of two destinations are
+  // never one copy, even when their addresses line up.
+  if (!fill->copies.empty() && fill->copies.back().request == request) {
     StagedCopy& last = fill->copies.back();
     if (last.height == 1 && last.staging_offset + last.width == src && last.dst + last.width == dst) {
       last.width += width;  // contiguous on both sides: one longer 1-D copy
@@ -85,6 +87,7 @@ void FillPlanner::AddCopy(StagingFill* fill, uint64_t src, uintptr_t dst, uint64
   copy.staging_offset = src;
   copy.dst = dst;
   copy.width = width;
+  copy.request = request;
   fill->copies.push_back(copy);
 }
 
@@ -98,7 +101,8 @@ bool FillPlanner::Next(StagingFill* fill) {
   // Moves `len` bytes of the pending segment into the last read.
   auto take = [&](uint64_t len) {
     StagedRead& read = fill->reads.back();
-    AddCopy(fill, read.staging_offset + (pending_.file_offset - read.file_offset), pending_.dst, len);
+    AddCopy(fill, read.staging_offset + (pending_.file_offset - read.file_offset), pending_.dst, len,
+            pending_.request);
     read_end = pending_.file_offset + len;
     read.required = read_end - read.file_offset;
     read.length = AlignUp(read_end, a) - read.file_offset;
@@ -155,8 +159,9 @@ bool FillPlanner::Next(StagingFill* fill) {
   return !fill->reads.empty();
 }
 
-PlanSegments::PlanSegments(const SlicePlan& plan, uint64_t tensor_file_offset, uintptr_t dst)
-    : base_(tensor_file_offset + plan.base_offset), run_(plan.run_bytes), dst_(dst) {
+PlanSegments::PlanSegments(const SlicePlan& plan, uint64_t tensor_file_offset, uintptr_t dst,
+                           uint32_t request)
+    : request_(request), base_(tensor_file_offset + plan.base_offset), run_(plan.run_bytes), dst_(dst) {
   if (plan.result_bytes == 0 || plan.run_bytes == 0) {
     done_ = true;
     return;
@@ -203,6 +208,7 @@ bool PlanSegments::Next(Segment* out) {
   out->file_offset = offset;
   out->length = run_;
   out->dst = dst_;
+  out->request = request_;
   dst_ += run_;
   // Advance the multi-index, innermost fastest.
   size_t j = index_.size();
@@ -216,6 +222,14 @@ bool PlanSegments::Next(Segment* out) {
     index_[j] = 0;
   }
   return true;
+}
+
+bool BatchSegments::Next(Segment* out) {
+  while (current_ < items_.size()) {
+    if (items_[current_].Next(out)) return true;
+    ++current_;
+  }
+  return false;
 }
 
 Status CheckPlanBounds(const SlicePlan& plan, uint64_t tensor_bytes) {

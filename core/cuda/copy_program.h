@@ -10,6 +10,9 @@
 //   - copies: 1-D or 2-D (pitched) copies from the buffer to the destination.
 //     Equal-width runs at a constant stride merge into one 2-D copy, so a
 //     column shard costs one cudaMemcpy2DAsync per buffer, not one per row.
+//     Copies merge only within one request (one destination): a copy never
+//     spans two destinations, however their addresses happen to lie.
+//     copy_interpreter.h checks that rule byte by byte.
 // Memory is bounded: segments are pulled lazily and each fill holds at most
 // `max_reads` reads and `max_copies` copies, whatever the tensor size.
 // Nothing here touches a file, a device or a thread.
@@ -28,7 +31,8 @@ namespace stfs::gpu {
 struct Segment {
   uint64_t file_offset = 0;
   uint64_t length = 0;
-  uintptr_t dst = 0;  // an address in the destination memory (device or host)
+  uintptr_t dst = 0;     // an address in the destination memory (device or host)
+  uint32_t request = 0;  // which request (and so which destination) it belongs to
 };
 
 // Yields segments one at a time, in the order they should be loaded.
@@ -59,6 +63,7 @@ struct StagedCopy {
   uint64_t dst_pitch = 0;
   uint64_t width = 0;
   uint64_t height = 1;
+  uint32_t request = 0;  // the one request whose destination every row lies in
 
   uint64_t bytes() const { return width * height; }
   bool operator==(const StagedCopy&) const = default;
@@ -105,7 +110,7 @@ class FillPlanner {
 
  private:
   bool Peek();  // makes pending_ hold a segment with bytes left, if any
-  void AddCopy(StagingFill* fill, uint64_t staging_offset, uintptr_t dst, uint64_t width);
+  void AddCopy(StagingFill* fill, uint64_t staging_offset, uintptr_t dst, uint64_t width, uint32_t request);
 
   SegmentStream* const segments_;
   const FillLimits limits_;
@@ -119,10 +124,11 @@ class FillPlanner {
 // the plan's structured form lazily: O(dims) memory for any slice.
 class PlanSegments final : public SegmentStream {
  public:
-  PlanSegments(const SlicePlan& plan, uint64_t tensor_file_offset, uintptr_t dst);
+  PlanSegments(const SlicePlan& plan, uint64_t tensor_file_offset, uintptr_t dst, uint32_t request = 0);
   bool Next(Segment* out) override;
 
  private:
+  uint32_t request_ = 0;
   uint64_t base_ = 0;
   uint64_t run_ = 0;
   std::vector<uint64_t> counts_;
@@ -130,6 +136,20 @@ class PlanSegments final : public SegmentStream {
   std::vector<uint64_t> index_;
   uintptr_t dst_ = 0;
   bool done_ = false;
+};
+
+// The segments of many planned requests, one after another in the order
+// added; request ids travel with their segments.
+class BatchSegments final : public SegmentStream {
+ public:
+  void Add(const SlicePlan& plan, uint64_t tensor_file_offset, uintptr_t dst, uint32_t request) {
+    items_.emplace_back(plan, tensor_file_offset, dst, request);
+  }
+  bool Next(Segment* out) override;
+
+ private:
+  std::vector<PlanSegments> items_;
+  size_t current_ = 0;
 };
 
 // Checks that `plan` is self-consistent and stays inside a tensor of

@@ -4,6 +4,9 @@
 // the pipeline's buffer reuse is exercised for real: a buffer refilled
 // before WaitLane returned would be copied with the wrong bytes. It must
 // never copy synchronously inside Enqueue (that would hide such bugs).
+// Tests make it inject faults (HostEngineFaults), report which staging
+// buffers are busy (HostEngineProbe), and play a device for the destination
+// and stream rules (HostEngineOptions::simulated_device).
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -59,9 +62,13 @@ class HostCopyEngine final : public CopyEngine {
       return Status::ResourceExhausted("host: cannot allocate a staging buffer of " +
                                        std::to_string(bytes) + " bytes");
     }
+    if (options_.probe) options_.probe->AddStaging(static_cast<char*>(p), bytes);
     return static_cast<char*>(p);
   }
-  void FreeStaging(char* buffer) override { FreePages(buffer); }
+  void FreeStaging(char* buffer) override {
+    if (options_.probe && buffer != nullptr) options_.probe->RemoveStaging(buffer);
+    FreePages(buffer);
+  }
 
   StatusOr<void*> AllocateDestination(size_t bytes) override {
     void* p = AllocatePages(bytes);
@@ -73,6 +80,19 @@ class HostCopyEngine final : public CopyEngine {
   }
   void FreeDestination(void* buffer) override { FreePages(buffer); }
 
+  Status CheckDestination(const void* dst, uint64_t bytes) override {
+    if (options_.simulated_device < 0 || !options_.pointer_facts) return Status::OK();
+    return CheckDestinationFacts(dst, bytes, options_.pointer_facts(dst), options_.simulated_device);
+  }
+
+  Status CheckStream(void* stream) override {
+    if (stream == nullptr) return Status::OK();
+    if (options_.simulated_device < 0) {
+      return Status::InvalidArgument("the host loader has no streams; pass none (a null stream)");
+    }
+    return CheckStreamDevice(options_.stream_device, options_.simulated_device);
+  }
+
   Status SetLanes(int lanes) override {
     std::lock_guard<std::mutex> lock(mu_);
     pending_.assign(static_cast<size_t>(lanes), 0);
@@ -82,6 +102,8 @@ class HostCopyEngine final : public CopyEngine {
   Status Begin(void*) override { return Status::OK(); }
 
   Status Enqueue(int lane, const char* staging, const StagedCopy* copies, size_t count) override {
+    const bool fail = Hit(options_.faults.fail_enqueue, enqueue_calls_);
+    if (fail) count /= 2;  // a copy engine that failed half-way: some copies are in flight
     Job job{lane, staging, std::vector<StagedCopy>(copies, copies + count)};
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -89,27 +111,39 @@ class HostCopyEngine final : public CopyEngine {
         return Status::Internal("host engine: no lane " + std::to_string(lane));
       }
       ++pending_[static_cast<size_t>(lane)];
+      if (options_.probe) options_.probe->MarkBusy(staging, +1);
       jobs_.push_back(std::move(job));
     }
     work_cv_.notify_one();
+    if (fail) return Status::Internal("host engine: injected copy failure");
     return Status::OK();
   }
 
   Status WaitLane(int lane) override {
+    if (Hit(options_.faults.fail_wait, wait_calls_)) {
+      return Status::Internal("host engine: injected event failure on lane " + std::to_string(lane));
+    }
     std::unique_lock<std::mutex> lock(mu_);
     done_cv_.wait(lock, [&] { return pending_[static_cast<size_t>(lane)] == 0; });
     return Status::OK();
   }
 
-  Status Finish(void*, bool) override {
-    // Host memory has no stream to order against: finishing means done.
-    std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait(lock, [&] {
-      for (int64_t n : pending_) {
-        if (n != 0) return false;
-      }
-      return true;
-    });
+  Status Finish(void*, bool synchronize) override {
+    // Host memory has no stream to order against: finishing means done,
+    // unless a test asked for CUDA's behaviour (copies run on after the
+    // call unless `synchronize`).
+    if (synchronize || !options_.asynchronous_finish) {
+      std::unique_lock<std::mutex> lock(mu_);
+      done_cv_.wait(lock, [&] {
+        for (int64_t n : pending_) {
+          if (n != 0) return false;
+        }
+        return true;
+      });
+    }
+    if (Hit(options_.faults.fail_finish, finish_calls_)) {
+      return Status::Internal("host engine: injected failure finishing a load");
+    }
     return Status::OK();
   }
 
@@ -142,12 +176,22 @@ class HostCopyEngine final : public CopyEngine {
         }
       }
       lock.lock();
+      if (options_.probe) {
+        options_.probe->MarkBusy(job.staging, -1);
+        options_.probe->BatchDone();
+      }
       --pending_[static_cast<size_t>(job.lane)];
       done_cv_.notify_all();
     }
   }
 
+  // True when this call (counted in `calls`) is the one to fail.
+  static bool Hit(int64_t at, std::atomic<int64_t>& calls) { return calls.fetch_add(1) == at && at >= 0; }
+
   const HostEngineOptions options_;
+  std::atomic<int64_t> enqueue_calls_{0};
+  std::atomic<int64_t> wait_calls_{0};
+  std::atomic<int64_t> finish_calls_{0};
   const std::string name_ = "host";
   std::mutex mu_;
   std::condition_variable work_cv_;
@@ -165,5 +209,41 @@ std::unique_ptr<CopyEngine> NewHostCopyEngine(const HostEngineOptions& options) 
 }
 
 int64_t HostEngineLiveAllocations() { return g_live_allocations.load(); }
+
+bool HostEngineProbe::StagingBusy(const void* p) const {
+  const char* c = static_cast<const char*>(p);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Buffer& b : buffers_) {
+    if (c >= b.begin && c < b.begin + b.bytes) return b.busy > 0;
+  }
+  return false;
+}
+
+int64_t HostEngineProbe::batches_done() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return batches_done_;
+}
+
+void HostEngineProbe::AddStaging(const char* buffer, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  buffers_.push_back({buffer, bytes, 0});
+}
+
+void HostEngineProbe::RemoveStaging(const char* buffer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::erase_if(buffers_, [&](const Buffer& b) { return b.begin == buffer; });
+}
+
+void HostEngineProbe::MarkBusy(const char* buffer, int delta) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Buffer& b : buffers_) {
+    if (b.begin == buffer) b.busy += delta;
+  }
+}
+
+void HostEngineProbe::BatchDone() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++batches_done_;
+}
 
 }  // namespace stfs::gpu

@@ -17,37 +17,43 @@ std::string Quoted(std::string_view name) {
   return "tensor \"" + std::string(name.substr(0, 200)) + "\"";
 }
 
-// Segments of many planned requests, in the order given.
-class BatchSegments final : public SegmentStream {
- public:
-  void Add(const SlicePlan& plan, uint64_t file_offset, uintptr_t dst) {
-    items_.emplace_back(plan, file_offset, dst);
-  }
-  bool Next(Segment* out) override {
-    while (current_ < items_.size()) {
-      if (items_[current_].Next(out)) return true;
-      ++current_;
-    }
-    return false;
-  }
-
- private:
-  std::vector<PlanSegments> items_;
-  size_t current_ = 0;
-};
-
 struct PlannedRequest {
   const TensorInfo* tensor;
   SlicePlan plan;
   uintptr_t dst;
+  uint32_t request;  // index in the caller's list
 };
+
+// Refuses a batch whose destinations overlap: two results would race for
+// the same bytes.
+Status CheckDisjoint(const TensorSource& source, std::span<const LoadRequest> requests,
+                     const std::vector<PlannedRequest>& planned) {
+  std::vector<const PlannedRequest*> by_address;
+  for (const PlannedRequest& p : planned) {
+    if (p.plan.result_bytes > 0) by_address.push_back(&p);
+  }
+  std::sort(by_address.begin(), by_address.end(),
+            [](const PlannedRequest* a, const PlannedRequest* b) { return a->dst < b->dst; });
+  for (size_t i = 1; i < by_address.size(); ++i) {
+    const PlannedRequest& a = *by_address[i - 1];
+    const PlannedRequest& b = *by_address[i];
+    if (b.dst - a.dst < a.plan.result_bytes) {
+      return Status::InvalidArgument(source.Describe() + ": the destinations of requests " +
+                                     std::to_string(a.request) + " (" + Quoted(requests[a.request].name) +
+                                     ") and " + std::to_string(b.request) + " (" +
+                                     Quoted(requests[b.request].name) + ") overlap");
+    }
+  }
+  return Status::OK();
+}
 
 }  // namespace
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   if (this != &other) {
     Reset();
-    engine_ = std::exchange(other.engine_, nullptr);
+    engine_ = std::move(other.engine_);
+    other.engine_ = nullptr;
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
   }
@@ -124,14 +130,21 @@ Status Loader::LoadBatchInto(const TensorSource& source, std::span<const LoadReq
     if (r.dst == nullptr && plan.result_bytes > 0) {
       return Status::InvalidArgument(source.Describe() + ": " + Quoted(r.name) + ": null destination");
     }
-    planned.push_back({source.Find(r.name), std::move(plan), reinterpret_cast<uintptr_t>(r.dst)});
+    if (plan.result_bytes > 0) {
+      Status dst_ok = engine_->CheckDestination(r.dst, plan.result_bytes);
+      if (!dst_ok.ok()) return dst_ok.WithContext(source.Describe() + ": " + Quoted(r.name));
+    }
+    planned.push_back({source.Find(r.name), std::move(plan), reinterpret_cast<uintptr_t>(r.dst),
+                       static_cast<uint32_t>(planned.size())});
   }
+  RETURN_IF_ERROR(engine_->CheckStream(stream));
+  RETURN_IF_ERROR(CheckDisjoint(source, requests, planned));
   // File order lets reads of neighbouring tensors coalesce.
   std::stable_sort(planned.begin(), planned.end(), [&](const PlannedRequest& a, const PlannedRequest& b) {
     return source.FileOffset(*a.tensor) + a.plan.base_offset < source.FileOffset(*b.tensor) + b.plan.base_offset;
   });
   BatchSegments segments;
-  for (const PlannedRequest& p : planned) segments.Add(p.plan, source.FileOffset(*p.tensor), p.dst);
+  for (const PlannedRequest& p : planned) segments.Add(p.plan, source.FileOffset(*p.tensor), p.dst, p.request);
 
   std::lock_guard<std::mutex> lock(load_mu_);
   stats_ = LoadStats{};
@@ -188,7 +201,7 @@ StatusOr<LoadedBatch> Loader::LoadAll(const TensorSource& source, void* stream) 
 
 StatusOr<DeviceBuffer> Loader::Allocate(size_t bytes) {
   ASSIGN_OR_RETURN(void* data, engine_->AllocateDestination(bytes));
-  return DeviceBuffer(engine_.get(), data, bytes);
+  return DeviceBuffer(engine_, data, bytes);
 }
 
 void Loader::Free(void* data) {

@@ -12,6 +12,14 @@
 // bytes are ready once `stream` reaches the point where the call returned
 // (or at return, with LoaderOptions::synchronize). One load runs at a time
 // per loader; concurrent calls wait for each other.
+//
+// Device discipline (CUDA loader): a loader is bound to one device
+// (LoaderOptions::device; -1 = the caller's current device when the loader is
+// made). Its calls make that device current while they run and restore the
+// caller's current device before returning; its reader threads set it
+// themselves. A stream of another device is refused (InvalidArgument), and
+// so is any destination that is not device memory of the loader's device or
+// managed memory, before anything is read or written.
 #pragma once
 
 #include <cstddef>
@@ -46,8 +54,9 @@ struct LoaderOptions {
   bool direct_io = false;
   // Blocks until the bytes are in place before returning.
   bool synchronize = false;
-  // CUDA device ordinal (the CUDA loader only).
-  int device = 0;
+  // CUDA device ordinal the loader is bound to (the CUDA loader only); -1:
+  // the calling thread's current device when the loader is made.
+  int device = -1;
   // 2-D copies of rows at most this wide go through a gather kernel that
   // reads pinned memory directly, instead of cudaMemcpy2DAsync; 0 disables.
   uint64_t gather_kernel_max_width = 0;
@@ -64,11 +73,13 @@ struct LoadStats {
 };
 
 // Memory the library allocated for a result (device memory for the CUDA
-// loader); freed on destruction. Keep the loader alive while buffers live.
+// loader); freed on destruction. It shares ownership of the engine that
+// allocated it, so it stays valid after its loader is gone.
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
-  DeviceBuffer(CopyEngine* engine, void* data, size_t size) : engine_(engine), data_(data), size_(size) {}
+  DeviceBuffer(std::shared_ptr<CopyEngine> engine, void* data, size_t size)
+      : engine_(std::move(engine)), data_(data), size_(size) {}
   DeviceBuffer(DeviceBuffer&& other) noexcept { *this = std::move(other); }
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
   DeviceBuffer(const DeviceBuffer&) = delete;
@@ -82,7 +93,7 @@ class DeviceBuffer {
   void Reset();
 
  private:
-  CopyEngine* engine_ = nullptr;
+  std::shared_ptr<CopyEngine> engine_;
   void* data_ = nullptr;
   size_t size_ = 0;
 };
@@ -136,7 +147,8 @@ class Loader {
   Loader& operator=(const Loader&) = delete;
 
   // Loads a slice of `name` (empty slice: the whole tensor) into `dst`,
-  // which must hold the result's bytes.
+  // which must hold the result's bytes. `stream` must belong to the
+  // loader's device and `dst` be memory the engine accepts (see above).
   Status LoadInto(const TensorSource& source, std::string_view name,
                   const std::vector<SliceItem>& slice, void* dst, size_t capacity,
                   void* stream = nullptr);
@@ -150,7 +162,7 @@ class Loader {
                              std::string_view spec, void* stream = nullptr);
 
   // Loads many requests through one pipeline (reads of neighbouring
-  // tensors coalesce).
+  // tensors coalesce). Destinations must not overlap one another.
   Status LoadBatchInto(const TensorSource& source, std::span<const LoadRequest> requests,
                        void* stream = nullptr);
   // Loads many slices into one library allocation, each result at a
@@ -171,7 +183,7 @@ class Loader {
  private:
   Loader(std::unique_ptr<CopyEngine> engine, const LoaderOptions& options);
 
-  std::unique_ptr<CopyEngine> engine_;
+  std::shared_ptr<CopyEngine> engine_;
   LoaderOptions options_;
   std::unique_ptr<Pipeline> pipeline_;
   mutable std::mutex load_mu_;  // one load at a time

@@ -181,7 +181,12 @@ Status Pipeline::Run(const TensorSource& source, SegmentStream* segments, void* 
   work(true);
   for (std::thread& t : helpers) t.join();
 
-  Status finished = engine_->Finish(stream, options_.synchronize);
+  // After an error, wait for every copy already queued (the caller's
+  // destination must not change after the call returned, and the staging
+  // buffers must be free for the next load) before reporting it.
+  const bool drain = options_.synchronize || !first_error.ok();
+  Status finished = engine_->Finish(stream, drain);
+  if (!finished.ok() && !drain) (void)engine_->Finish(stream, /*synchronize=*/true);  // errors drain too
   return first_error.ok() ? finished : first_error;
 }
 

@@ -5,7 +5,8 @@
 // pread the fill's reads into it and queue its copies on the buffer's lane;
 // meanwhile other threads fill other buffers, so reading and copying
 // overlap. Host memory is the staging buffers and nothing else: no thread
-// ever holds more than one buffer, and buffers are allocated once.
+// ever holds more than one buffer, and buffers are allocated once. Every
+// error waits for all the load's queued copies before it is returned.
 // Internal to the loader; never blocks on a lane it does not own.
 #pragma once
 

@@ -55,7 +55,7 @@ typedef struct stfs_gpu_options {
   uint64_t max_read_gap_bytes;    /* read through holes this small (32 KiB) */
   int32_t direct_io;              /* 1: O_DIRECT reads of local files */
   int32_t synchronize;            /* 1: return only when the bytes are in place */
-  int32_t device;                 /* CUDA device ordinal */
+  int32_t device;                 /* CUDA device the loader is bound to; -1: the current one */
   uint64_t gather_kernel_max_width; /* 0: 2-D copies always via cudaMemcpy2DAsync */
 } stfs_gpu_options;
 

@@ -12,30 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "tests/cuda/plan_test_util.h"
+
 namespace stfs::gpu {
 namespace {
 
-class VectorSegments final : public SegmentStream {
- public:
-  explicit VectorSegments(std::vector<Segment> segments) : segments_(std::move(segments)) {}
-  bool Next(Segment* out) override {
-    if (next_ >= segments_.size()) return false;
-    *out = segments_[next_++];
-    return true;
-  }
-
- private:
-  std::vector<Segment> segments_;
-  size_t next_ = 0;
-};
-
-std::vector<StagingFill> PlanAll(SegmentStream* segments, const FillLimits& limits) {
-  FillPlanner planner(segments, limits);
-  std::vector<StagingFill> fills;
-  StagingFill fill;
-  while (planner.Next(&fill)) fills.push_back(fill);
-  return fills;
-}
+using testing::PlanAll;
+using testing::VectorSegments;
 
 // Runs fills against `file` into `dst` (addresses in segments are offsets
 // into dst) and checks each fill's invariants on the way.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/cuda/loader.h"
+#include "tests/cuda/plan_test_util.h"
 #include "tests/cuda/reference_slice.h"
 #include "tests/test_files.h"
 
@@ -20,6 +21,7 @@ namespace {
 using stfs::testing::BuildSafetensors;
 using stfs::testing::TempDir;
 using stfs::testing::TestTensor;
+using testing::RandomShape;
 using testing::RandomSlice;
 using testing::ReferenceSliceOf;
 using testing::SliceText;
@@ -44,18 +46,6 @@ std::unique_ptr<Loader> HostLoader(const LoaderOptions& options, HostEngineOptio
 DType RandomDType(std::mt19937_64& rng) {
   const auto& all = AllDTypes();
   return all[rng() % all.size()];
-}
-
-// A random shape whose byte size is whole (sub-byte dtypes need an even
-// element count for F4 and a multiple of 4 for F6).
-std::vector<uint64_t> RandomShape(std::mt19937_64& rng, DType dtype) {
-  std::vector<uint64_t> shape(rng() % 4);
-  for (uint64_t& d : shape) d = rng() % 7 == 0 ? rng() % 2 : 1 + rng() % 40;
-  if (DTypeBits(dtype) % 8 != 0) {
-    if (shape.empty()) shape.push_back(8);
-    shape.back() = 8 * (1 + rng() % 6);
-  }
-  return shape;
 }
 
 LoaderOptions RandomOptions(std::mt19937_64& rng) {
