@@ -165,6 +165,54 @@ TEST_F(Mount, MountTypeFuseStfsWorksThroughMountFuse3WithGenericOptions) {
   EXPECT_TRUE(ProcessesWithArgument(mnt, "stfs").empty());
 }
 
+// A background daemon's read errors reach syslog when there is one. The
+// test gives a private mount namespace its own /dev: /dev/fuse and /dev/null
+// bound in, and /dev/log a datagram socket the test listens on.
+TEST_F(Mount, BackgroundDaemonLogsReadErrorsToSyslog) {
+  if (::geteuid() != 0) GTEST_SKIP() << "a private /dev needs root";
+  std::vector<TestTensor> tensors = {{"w", DType::U8, {1 << 20}, ""}};
+  std::string src = WriteSource(BuildSafetensors(tensors));
+  std::string mnt = NewMountpoint();
+  std::string dev = dir_.path() + "/dev";
+  ASSERT_EQ(::mkdir(dev.c_str(), 0755), 0);
+  WriteSource("", "dev/fuse");
+  WriteSource("", "dev/null");
+  std::string received = dir_.path() + "/syslog.out";
+  const std::string listener =
+      "import socket, sys\n"
+      "s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+      "s.bind(sys.argv[1])\n"
+      "print('ready', flush=True)\n"
+      "with open(sys.argv[2], 'ab', buffering=0) as out:\n"
+      "    while True:\n"
+      "        out.write(s.recv(65536) + b'\\n')\n";
+  std::string listener_out = dir_.path() + "/listener.out";
+  int listener_pid = Spawn({"python3", "-c", listener, dev + "/log", received}, listener_out);
+  ASSERT_GT(listener_pid, 0);
+  for (int i = 0; i < 200 && ReadWholeFile(listener_out).find("ready") == std::string::npos; ++i) ::usleep(25000);
+  // Inside: mount in the background, cut the source, read (EIO), unmount.
+  const std::string script =
+      "set -u\n"
+      "mount --bind /dev/fuse \"$1/fuse\" && mount --bind /dev/null \"$1/null\" && mount --rbind \"$1\" /dev || exit 90\n"
+      "\"$2\" \"$3\" \"$4\" || exit 91\n"
+      "truncate -s 100 \"$3\"\n"
+      "cat \"$4/w/data\" > /dev/null 2>&1 && exit 92\n"
+      "umount \"$4\" || exit 93\n"
+      "exit 0\n";
+  CommandResult r = RunCommand({"unshare", "-m", "sh", "-c", script, "sh", dev, StfsBinary(), src, mnt}, 30000);
+  EXPECT_EQ(r.exit_code, 0) << "90: private /dev, 91: mount, 92: read did not fail, 93: umount\n" << r.err;
+  std::string logged;
+  for (int i = 0; i < 100 && logged.find("read of inode") == std::string::npos; ++i) {
+    ::usleep(50000);
+    logged = ReadWholeFile(received);
+  }
+  ::kill(listener_pid, SIGKILL);
+  WaitForExit(listener_pid, 5000);
+  EXPECT_NE(logged.find("read of inode"), std::string::npos) << "syslog got: " << logged;
+  EXPECT_NE(logged.find("stfs["), std::string::npos) << "tagged stfs[PID]: " << logged;
+  EXPECT_EQ(r.err, "") << "the background daemon wrote to the caller's stderr";
+}
+
 TEST_F(Mount, VersionNamesTheLibfuseItRunsOn) {
   CommandResult r = RunStfs({"--version"});
   EXPECT_EQ(r.exit_code, 0);
