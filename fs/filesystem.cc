@@ -12,7 +12,7 @@
 namespace stfs {
 namespace {
 
-std::string QuotedForMessage(const std::string& name) {
+std::string QuotedForMessage(std::string_view name) {
   std::string out = "\"";
   static constexpr char kHex[] = "0123456789abcdef";
   for (unsigned char c : name) {
@@ -23,7 +23,16 @@ std::string QuotedForMessage(const std::string& name) {
   return out + "\"";
 }
 
+Status NoInode(InodeId ino) { return Status::NotFound("no inode " + std::to_string(ino)); }
+
 }  // namespace
+
+size_t Filesystem::CopyContent(std::string_view content, uint64_t offset, size_t length, char* dst) {
+  if (offset >= content.size()) return 0;
+  size_t n = std::min<uint64_t>(length, content.size() - offset);
+  std::memcpy(dst, content.data() + offset, n);
+  return n;
+}
 
 Filesystem::Filesystem(std::unique_ptr<ByteSource> source, Header header)
     : source_(std::move(source)), header_(std::move(header)), mtime_(source_->ModificationTime()) {}
@@ -33,35 +42,39 @@ InodeId Filesystem::AddNode(Node node) {
   return nodes_.size();
 }
 
-StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(std::unique_ptr<ByteSource> source, Header header) {
+StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(std::unique_ptr<ByteSource> source, Header header,
+                                                         FilesystemOptions options) {
   std::unique_ptr<Filesystem> fs(new Filesystem(std::move(source), std::move(header)));
   const std::string& src = fs->source_->Describe();
   const auto& tensors = fs->header_.tensors;
 
-  fs->nodes_.reserve(2 + tensors.size() * 4);
+  // The root, five nodes per tensor, __metadata__ and __stats__: reserved in
+  // full, so names never move and root_index_ may point into them.
+  fs->nodes_.reserve(3 + tensors.size() * 5);
+  fs->root_index_.reserve(tensors.size() + 2);
   Node root;
   root.parent = kRootInode;
   root.kind = NodeKind::kDirectory;
+  root.children.reserve(tensors.size() + 2);
   fs->AddNode(std::move(root));
 
   // Tensor directories first, so that a tensor may take a reserved root name.
-  std::unordered_map<std::string, size_t> owner;  // directory name -> tensor index
   fs->tensor_dirs_.reserve(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
     const TensorInfo& t = tensors[i];
-    std::string dir_name = EncodeTensorName(t.name);
-    auto [it, inserted] = owner.emplace(dir_name, i);
-    if (!inserted) {
-      return Status::InvalidArgument(src + ": tensors " + QuotedForMessage(tensors[it->second].name) + " and " +
-                                     QuotedForMessage(t.name) + " would share the directory name " +
-                                     QuotedForMessage(dir_name));
-    }
     Node dir;
     dir.parent = kRootInode;
     dir.kind = NodeKind::kDirectory;
-    dir.name = dir_name;
+    dir.name = EncodeTensorName(t.name);
     dir.tensor_index = i;
     InodeId dir_ino = fs->AddNode(std::move(dir));
+    auto [it, inserted] = fs->root_index_.emplace(std::string_view(fs->nodes_[dir_ino - 1].name), dir_ino);
+    if (!inserted) {
+      const Node& other = fs->nodes_[it->second - 1];
+      return Status::InvalidArgument(src + ": tensors " + QuotedForMessage(tensors[other.tensor_index].name) +
+                                     " and " + QuotedForMessage(t.name) + " would share the directory name " +
+                                     QuotedForMessage(other.name));
+    }
     fs->tensor_dirs_.push_back(dir_ino);
 
     Node data;
@@ -94,7 +107,6 @@ StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(std::unique_ptr<ByteSou
     fs->nodes_[dir_ino - 1].hidden_child = slices_ino;
     fs->nodes_[0].children.push_back(dir_ino);
     fs->nodes_[0].subdirectories++;
-    fs->root_index_.emplace(fs->nodes_[dir_ino - 1].name, dir_ino);
   }
 
   Node metadata;
@@ -104,18 +116,19 @@ StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(std::unique_ptr<ByteSou
   metadata.content = fs->header_.MetadataJson() + "\n";
   InodeId metadata_ino = fs->AddNode(std::move(metadata));
   fs->nodes_[0].children.push_back(metadata_ino);
-  fs->root_index_.emplace(std::string(kMetadataFileName), metadata_ino);
+  fs->root_index_.emplace(kMetadataFileName, metadata_ino);
 
   // __stats__ is dropped when a tensor's directory already has that name.
-  if (!fs->root_index_.count(std::string(kStatsFileName))) {
+  if (!fs->root_index_.count(kStatsFileName)) {
     Node stats;
     stats.parent = kRootInode;
     stats.kind = NodeKind::kStats;
     stats.name = std::string(kStatsFileName);
     InodeId stats_ino = fs->AddNode(std::move(stats));
     fs->nodes_[0].children.push_back(stats_ino);
-    fs->root_index_.emplace(std::string(kStatsFileName), stats_ino);
+    fs->root_index_.emplace(kStatsFileName, stats_ino);
   }
+  fs->slice_views_ = std::make_unique<SliceViewCache>(fs->nodes_.size() + 1, options.max_slice_views);
   return fs;
 }
 
@@ -160,24 +173,22 @@ NodeAttr Filesystem::AttrOf(InodeId ino, const Node& node) const {
 StatusOr<NodeAttr> Filesystem::GetAttr(InodeId ino) const {
   if (IsSliceInode(ino)) {
     SliceRole role;
-    const SliceView* view = FindSlice(ino, &role);
-    if (view == nullptr) return Status::NotFound("no inode " + std::to_string(ino));
+    ASSIGN_OR_RETURN(std::shared_ptr<const SliceView> view, FindSlice(ino, &role));
     return SliceAttr(*view, role);
   }
   const Node* node = Find(ino);
-  if (node == nullptr) return Status::NotFound("no inode " + std::to_string(ino));
+  if (node == nullptr) return NoInode(ino);
   return AttrOf(ino, *node);
 }
 
 StatusOr<InodeId> Filesystem::Parent(InodeId ino) const {
   if (IsSliceInode(ino)) {
     SliceRole role;
-    const SliceView* view = FindSlice(ino, &role);
-    if (view == nullptr) return Status::NotFound("no inode " + std::to_string(ino));
+    ASSIGN_OR_RETURN(std::shared_ptr<const SliceView> view, FindSlice(ino, &role));
     return role == SliceRole::kDir ? view->slices_dir : view->first_ino;
   }
   const Node* node = Find(ino);
-  if (node == nullptr) return Status::NotFound("no inode " + std::to_string(ino));
+  if (node == nullptr) return NoInode(ino);
   return node->parent;
 }
 
@@ -189,8 +200,7 @@ StatusOr<NodeAttr> Filesystem::Lookup(InodeId parent, std::string_view name) con
   }
   if (IsSliceInode(parent)) {
     SliceRole role;
-    const SliceView* view = FindSlice(parent, &role);
-    if (view == nullptr) return Status::NotFound("no inode " + std::to_string(parent));
+    ASSIGN_OR_RETURN(std::shared_ptr<const SliceView> view, FindSlice(parent, &role));
     if (role != SliceRole::kDir) return Status::InvalidArgument("not a directory");
     for (int r = 1; r < 4; ++r) {
       if (name == kSliceFileNames[r]) return SliceAttr(*view, static_cast<SliceRole>(r));
@@ -198,14 +208,14 @@ StatusOr<NodeAttr> Filesystem::Lookup(InodeId parent, std::string_view name) con
     return Status::NotFound(std::string(name));
   }
   const Node* dir = Find(parent);
-  if (dir == nullptr) return Status::NotFound("no inode " + std::to_string(parent));
+  if (dir == nullptr) return NoInode(parent);
   if (dir->kind == NodeKind::kSlicesDir) {
-    ASSIGN_OR_RETURN(const SliceView* view, LookupSlice(parent, dir->tensor_index, name));
+    ASSIGN_OR_RETURN(std::shared_ptr<const SliceView> view, LookupSlice(parent, dir->tensor_index, name));
     return SliceAttr(*view, SliceRole::kDir);
   }
   if (dir->kind != NodeKind::kDirectory) return Status::InvalidArgument("not a directory");
   if (parent == kRootInode) {
-    auto it = root_index_.find(std::string(name));
+    auto it = root_index_.find(name);
     if (it == root_index_.end()) return Status::NotFound(std::string(name));
     return AttrOf(it->second, nodes_[it->second - 1]);
   }
@@ -218,40 +228,69 @@ StatusOr<NodeAttr> Filesystem::Lookup(InodeId parent, std::string_view name) con
   return Status::NotFound(std::string(name));
 }
 
-StatusOr<std::vector<DirEntry>> Filesystem::ReadDir(InodeId ino) const {
+size_t DirListing::size() const {
+  if (view_ != nullptr) return 3;
+  return children_ == nullptr ? 0 : children_->size();
+}
+
+std::string_view DirListing::NameAt(size_t index) const {
+  if (view_ != nullptr) return Filesystem::kSliceFileNames[index + 1];
+  return fs_->nodes_[(*children_)[index] - 1].name;
+}
+
+NodeAttr DirListing::AttrAt(size_t index) const {
+  if (view_ != nullptr) return fs_->SliceAttr(*view_, static_cast<Filesystem::SliceRole>(index + 1));
+  InodeId child = (*children_)[index];
+  return fs_->AttrOf(child, fs_->nodes_[child - 1]);
+}
+
+StatusOr<DirListing> Filesystem::OpenDir(InodeId ino) const {
+  DirListing listing;
+  listing.fs_ = this;
   if (IsSliceInode(ino)) {
     SliceRole role;
-    const SliceView* view = FindSlice(ino, &role);
-    if (view == nullptr) return Status::NotFound("no inode " + std::to_string(ino));
+    ASSIGN_OR_RETURN(listing.view_, FindSlice(ino, &role));
     if (role != SliceRole::kDir) return Status::InvalidArgument("not a directory");
-    std::vector<DirEntry> entries;
-    for (int r = 1; r < 4; ++r) {
-      entries.push_back(DirEntry{std::string(kSliceFileNames[r]), SliceAttr(*view, static_cast<SliceRole>(r))});
-    }
-    return entries;
+    return listing;
   }
   const Node* dir = Find(ino);
-  if (dir == nullptr) return Status::NotFound("no inode " + std::to_string(ino));
-  if (dir->kind == NodeKind::kSlicesDir) return std::vector<DirEntry>();  // views exist once looked up
+  if (dir == nullptr) return NoInode(ino);
+  if (dir->kind == NodeKind::kSlicesDir) return listing;  // empty: views exist once looked up
   if (dir->kind != NodeKind::kDirectory) return Status::InvalidArgument("not a directory");
+  listing.children_ = &dir->children;
+  return listing;
+}
+
+StatusOr<std::vector<DirEntry>> Filesystem::ReadDir(InodeId ino) const {
+  ASSIGN_OR_RETURN(DirListing listing, OpenDir(ino));
   std::vector<DirEntry> entries;
-  entries.reserve(dir->children.size());
-  for (InodeId child : dir->children) {
-    entries.push_back(DirEntry{nodes_[child - 1].name, AttrOf(child, nodes_[child - 1])});
+  entries.reserve(listing.size());
+  for (size_t i = 0; i < listing.size(); ++i) {
+    entries.push_back(DirEntry{std::string(listing.NameAt(i)), listing.AttrAt(i)});
   }
   return entries;
 }
 
-Status Filesystem::OpenFile(InodeId ino) const {
-  ASSIGN_OR_RETURN(NodeAttr attr, GetAttr(ino));
-  if (attr.is_directory) return Status::InvalidArgument("is a directory");
-  return Status::OK();
+StatusOr<FileHandle> Filesystem::Open(InodeId ino) const {
+  FileHandle file;
+  file.ino = ino;
+  if (IsSliceInode(ino)) {
+    SliceRole role;
+    ASSIGN_OR_RETURN(file.view, FindSlice(ino, &role));
+    if (role == SliceRole::kDir) return Status::InvalidArgument("is a directory");
+    return file;
+  }
+  const Node* node = Find(ino);
+  if (node == nullptr) return NoInode(ino);
+  if (node->kind == NodeKind::kDirectory || node->kind == NodeKind::kSlicesDir) {
+    return Status::InvalidArgument("is a directory");
+  }
+  return file;
 }
 
 StatusOr<SourceWindow> Filesystem::DataWindow(InodeId ino, uint64_t offset, size_t length) const {
   const Node* node = Find(ino);
-  if (node == nullptr) return Status::NotFound("no inode " + std::to_string(ino));
-  if (node->kind != NodeKind::kTensorData) return Status::InvalidArgument("not a data file");
+  if (node == nullptr || node->kind != NodeKind::kTensorData) return Status::InvalidArgument("not a data file");
   const TensorInfo& t = header_.tensors[node->tensor_index];
   SourceWindow window;
   window.fd = source_->FileDescriptor();
@@ -261,45 +300,29 @@ StatusOr<SourceWindow> Filesystem::DataWindow(InodeId ino, uint64_t offset, size
 }
 
 StatusOr<size_t> Filesystem::Read(InodeId ino, uint64_t offset, size_t length, char* dst) const {
-  auto copy_from = [&](std::string_view content) -> size_t {
-    if (offset >= content.size()) return 0;
-    size_t n = std::min<uint64_t>(length, content.size() - offset);
-    std::memcpy(dst, content.data() + offset, n);
-    return n;
-  };
-  if (IsSliceInode(ino)) {
-    SliceRole role;
-    const SliceView* view = FindSlice(ino, &role);
-    if (view == nullptr) return Status::NotFound("no inode " + std::to_string(ino));
-    switch (role) {
-      case SliceRole::kDir: return Status::InvalidArgument("is a directory");
-      case SliceRole::kDtype: return copy_from(view->dtype_text);
-      case SliceRole::kShape: return copy_from(view->shape_text);
-      case SliceRole::kData: break;
-    }
-    const TensorInfo& t = header_.tensors[view->tensor_index];
-    StatusOr<size_t> n = ReadSliceRange(*source_, header_.data_start() + t.begin, view->plan, offset, length, dst);
-    if (!n.ok()) {
-      CountReadError();
-      return n.status();
-    }
-    CountRead(*n);
-    return n;
+  ASSIGN_OR_RETURN(FileHandle file, Open(ino));
+  return Read(file, offset, length, dst);
+}
+
+StatusOr<size_t> Filesystem::Read(const FileHandle& file, uint64_t offset, size_t length, char* dst) const {
+  if (file.view != nullptr) {
+    const auto role = static_cast<SliceRole>((file.ino - file.view->first_ino) % SliceViewCache::kInodesPerView);
+    return ReadSliceFile(*file.view, role, offset, length, dst);
   }
-  const Node* node = Find(ino);
-  if (node == nullptr) return Status::NotFound("no inode " + std::to_string(ino));
+  const Node* node = Find(file.ino);
+  if (node == nullptr) return NoInode(file.ino);
   switch (node->kind) {
     case NodeKind::kDirectory:
     case NodeKind::kSlicesDir:
       return Status::InvalidArgument("is a directory");
     case NodeKind::kStaticFile:
-      return copy_from(node->content);
+      return CopyContent(node->content, offset, length, dst);
     case NodeKind::kStats:
-      return copy_from(StatsJson());
+      return CopyContent(StatsJson(), offset, length, dst);
     case NodeKind::kTensorData:
       break;
   }
-  ASSIGN_OR_RETURN(SourceWindow window, DataWindow(ino, offset, length));
+  ASSIGN_OR_RETURN(SourceWindow window, DataWindow(file.ino, offset, length));
   if (window.length == 0) return size_t{0};
   Status status = ReadExactly(*source_, window.offset, window.length, dst);
   if (!status.ok()) {
@@ -310,66 +333,12 @@ StatusOr<size_t> Filesystem::Read(InodeId ino, uint64_t offset, size_t length, c
   return window.length;
 }
 
-const Filesystem::SliceView* Filesystem::FindSlice(InodeId ino, SliceRole* role) const {
-  const InodeId base = nodes_.size() + 1;
-  if (ino < base) return nullptr;
-  const uint64_t index = (ino - base) / 4;
-  std::lock_guard<std::mutex> lock(slice_mu_);
-  if (index >= slice_views_.size()) return nullptr;
-  *role = static_cast<SliceRole>((ino - base) % 4);
-  return &slice_views_[index];
+void Filesystem::Remember(InodeId ino) const {
+  if (IsSliceInode(ino)) slice_views_->Remember(ino);
 }
 
-NodeAttr Filesystem::SliceAttr(const SliceView& view, SliceRole role) const {
-  NodeAttr attr;
-  attr.ino = view.first_ino + static_cast<InodeId>(role);
-  attr.mtime = mtime_;
-  attr.mode = S_IFREG | 0444;
-  switch (role) {
-    case SliceRole::kDir:
-      attr.is_directory = true;
-      attr.mode = S_IFDIR | 0555;
-      attr.nlink = 2;
-      break;
-    case SliceRole::kData: attr.size = view.plan.result_bytes; break;
-    case SliceRole::kDtype: attr.size = view.dtype_text.size(); break;
-    case SliceRole::kShape: attr.size = view.shape_text.size(); break;
-  }
-  return attr;
-}
-
-StatusOr<const Filesystem::SliceView*> Filesystem::LookupSlice(InodeId slices_dir, size_t tensor_index,
-                                                                 std::string_view spec) const {
-  const TensorInfo& t = header_.tensors[tensor_index];
-  std::pair<size_t, std::string> key(tensor_index, std::string(spec));
-  {
-    std::lock_guard<std::mutex> lock(slice_mu_);
-    auto it = slice_index_.find(key);
-    if (it != slice_index_.end()) return &slice_views_[it->second];
-  }
-  // Plan outside the lock: planning is pure.
-  StatusOr<std::vector<SliceItem>> items = ParseSliceSpec(spec);
-  if (!items.ok()) return items.status();
-  StatusOr<SlicePlan> plan = PlanSlice(t.dtype, t.shape, *items);
-  if (!plan.ok()) return plan.status();
-
-  std::lock_guard<std::mutex> lock(slice_mu_);
-  auto it = slice_index_.find(key);
-  if (it != slice_index_.end()) return &slice_views_[it->second];  // another thread won
-  if (slice_views_.size() >= kMaxSliceViews) {
-    return Status::ResourceExhausted("too many slice views on this mount (" + std::to_string(kMaxSliceViews) + ")");
-  }
-  SliceView view;
-  view.first_ino = nodes_.size() + 1 + 4 * slice_views_.size();
-  view.slices_dir = slices_dir;
-  view.tensor_index = tensor_index;
-  view.spec = key.second;
-  view.plan = std::move(*plan);
-  view.dtype_text = std::string(DTypeName(t.dtype)) + "\n";
-  view.shape_text = ShapeToString(view.plan.result_shape) + "\n";
-  slice_views_.push_back(std::move(view));
-  slice_index_.emplace(std::move(key), slice_views_.size() - 1);
-  return &slice_views_.back();
+void Filesystem::Forget(InodeId ino, uint64_t count) const {
+  if (IsSliceInode(ino)) slice_views_->Forget(ino, count);
 }
 
 void Filesystem::CountRead(size_t bytes) const {

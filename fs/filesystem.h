@@ -1,30 +1,32 @@
 // Filesystem: the stfs tree in core types, with no FUSE in sight.
 //
-// Built once from a validated Header: every node (root, one directory per
-// tensor, its dtype/shape/data files and `slices` directory, and the root's
-// __metadata__ and __stats__ files) gets an inode number that never changes
-// for the life of the mount. The static tree is immutable after Create(), so
-// any number of threads may call every const method at once.
+// Built once from a validated Header, in time linear in the tensor count:
+// every node (root, one directory per tensor, its dtype/shape/data files and
+// `slices` directory, and the root's __metadata__ and __stats__ files) gets
+// an inode number that never changes for the life of the mount. The static
+// tree is immutable after Create(), so any number of threads may call every
+// const method at once. A new kind of node (say, a file of a checkpoint
+// part) is a NodeKind plus its cases in AttrOf and Read.
 //
-// Slice views are the one growing part: looking up a numpy index such as
-// `0:1024,:` inside a tensor's `slices` directory creates (once) a directory
-// holding that slice's `data`, `dtype` and `shape`, planned by the core slice
-// planner and read window by window. Views get inode numbers above the
-// static tree's and keep them for the life of the mount.
+// Listings are never copied per open directory: OpenDir returns a DirListing
+// that points into the immutable tree (or, for a slice view, holds the
+// view), and entries are made one at a time as a reader asks for them.
 //
-// Locking: slice_mu_ guards slice_views_ and slice_index_ only; it is never
-// held while reading the source. Views live in a deque, so a pointer to one
-// stays valid after the lock is dropped. Reads of `data` go straight to the
-// source: there is no buffer or cache of tensor bytes here.
+// Slice views — `<tensor>/slices/<numpy index>/` with `data`, `dtype` and
+// `shape` — live in a SliceViewCache bounded by
+// FilesystemOptions::max_slice_views; slice_view_cache.h states the eviction
+// rule. In short: an inode of an evicted view answers Stale (ESTALE), the
+// kernel then looks the name up again and gets a fresh view; open files and
+// directory handles pin their view, so they keep working.
+//
+// Reads of `data` go straight to the source: there is no buffer or cache of
+// tensor bytes here.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <ctime>
-#include <deque>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -32,12 +34,11 @@
 
 #include "core/byte_source.h"
 #include "core/header.h"
-#include "core/slice_plan.h"
 #include "core/status.h"
+#include "fs/slice_view_cache.h"
 
 namespace stfs {
 
-using InodeId = uint64_t;
 inline constexpr InodeId kRootInode = 1;
 
 // Root files other than tensor directories.
@@ -45,8 +46,13 @@ inline constexpr std::string_view kMetadataFileName = "__metadata__";
 inline constexpr std::string_view kStatsFileName = "__stats__";
 // The directory, in each tensor directory, where slice views are looked up.
 inline constexpr std::string_view kSlicesDirName = "slices";
-// Most slice views one mount creates.
-inline constexpr size_t kMaxSliceViews = 1 << 20;
+// Slice views kept by default (-o max_slice_views=); a view costs a few
+// hundred bytes.
+inline constexpr size_t kDefaultMaxSliceViews = 65536;
+
+struct FilesystemOptions {
+  size_t max_slice_views = kDefaultMaxSliceViews;
+};
 
 struct NodeAttr {
   InodeId ino = 0;
@@ -72,29 +78,70 @@ struct SourceWindow {
   size_t length = 0;    // 0 at or past the end of the tensor
 };
 
+class Filesystem;
+
+// A directory's entries, in a stable order, without "." and "..". Cheap to
+// hold: it points into the filesystem's immutable tree (or pins one slice
+// view) and makes each entry only when asked. Valid while the Filesystem is.
+class DirListing {
+ public:
+  size_t size() const;
+  // Returns the name and attributes of entry `index` < size(); the name's
+  // data() is NUL-terminated.
+  std::string_view NameAt(size_t index) const;
+  NodeAttr AttrAt(size_t index) const;
+
+ private:
+  friend class Filesystem;
+  const Filesystem* fs_ = nullptr;
+  const std::vector<InodeId>* children_ = nullptr;  // static directories
+  std::shared_ptr<const SliceView> view_;          // a slice view's directory
+};
+
+// An open file. For a slice view's files it pins the view, so reads keep
+// working after the view leaves the cache.
+struct FileHandle {
+  InodeId ino = 0;
+  std::shared_ptr<const SliceView> view;
+};
+
 class Filesystem {
  public:
   // Builds the tree; refuses two tensors that get the same directory name.
-  static StatusOr<std::unique_ptr<Filesystem>> Create(std::unique_ptr<ByteSource> source, Header header);
+  static StatusOr<std::unique_ptr<Filesystem>> Create(std::unique_ptr<ByteSource> source, Header header,
+                                                      FilesystemOptions options = {});
 
   Filesystem(const Filesystem&) = delete;
   Filesystem& operator=(const Filesystem&) = delete;
 
-  // Returns the attributes of `name` inside directory `parent` (NotFound).
+  // Returns the attributes of `name` inside directory `parent` (NotFound;
+  // Stale when `parent` is an evicted slice view's). Counts no reference:
+  // the caller that hands the result to the kernel calls Remember.
   StatusOr<NodeAttr> Lookup(InodeId parent, std::string_view name) const;
   StatusOr<NodeAttr> GetAttr(InodeId ino) const;
-  // Lists a directory in a stable order, without "." and "..".
+  // Returns a directory's shared listing.
+  StatusOr<DirListing> OpenDir(InodeId ino) const;
+  // Returns a copy of a directory's entries (for tests and small callers;
+  // open directories use OpenDir).
   StatusOr<std::vector<DirEntry>> ReadDir(InodeId ino) const;
   // Returns the parent of a directory (the root is its own parent).
   StatusOr<InodeId> Parent(InodeId ino) const;
-  // Checks that `ino` is a file that can be opened for reading.
-  Status OpenFile(InodeId ino) const;
-  // Reads up to `length` bytes at `offset` of file `ino` into `dst`; returns
-  // the count, 0 at or past the end.
+  // Opens file `ino` for reading (InvalidArgument for a directory).
+  StatusOr<FileHandle> Open(InodeId ino) const;
+  // Reads up to `length` bytes at `offset` of an open file into `dst`;
+  // returns the count, 0 at or past the end.
+  StatusOr<size_t> Read(const FileHandle& file, uint64_t offset, size_t length, char* dst) const;
+  // Open + Read, for callers without a handle.
   StatusOr<size_t> Read(InodeId ino, uint64_t offset, size_t length, char* dst) const;
-  // For a `data` file, returns the source window a read maps to; for other
-  // files an InvalidArgument.
+  // For a tensor's `data` file, returns the source window a read maps to;
+  // for other files an InvalidArgument.
   StatusOr<SourceWindow> DataWindow(InodeId ino, uint64_t offset, size_t length) const;
+
+  // The kernel's references (lookup counts): Remember once per entry handed
+  // to the kernel, Forget when it sends FORGET. Only slice views care.
+  void Remember(InodeId ino) const;
+  void Forget(InodeId ino, uint64_t count) const;
+
   // Records a read served outside Read() (an fd reply), for __stats__.
   void CountRead(size_t bytes) const;
   void CountReadError() const;
@@ -102,12 +149,14 @@ class Filesystem {
   const Header& header() const { return header_; }
   const ByteSource& source() const { return *source_; }
   size_t inode_count() const { return nodes_.size(); }
+  size_t slice_view_count() const { return slice_views_->size(); }
   // The directory name chosen for tensor `index` of header().tensors.
   const std::string& DirectoryName(size_t tensor_index) const;
   // Current __stats__ content.
   std::string StatsJson() const;
 
  private:
+  friend class DirListing;
   enum class NodeKind { kDirectory, kStaticFile, kTensorData, kStats, kSlicesDir };
 
   struct Node {
@@ -118,19 +167,10 @@ class Filesystem {
     size_t tensor_index = 0;       // kTensorData and tensor directories
     std::vector<InodeId> children; // kDirectory, in listing order
     uint32_t subdirectories = 0;
-    InodeId hidden_child = 0;      // found by Lookup, left out of ReadDir
+    InodeId hidden_child = 0;      // found by Lookup, left out of listings
   };
 
-  // One looked-up slice: four inodes from first_ino (dir, data, dtype, shape).
-  struct SliceView {
-    InodeId first_ino = 0;
-    InodeId slices_dir = 0;
-    size_t tensor_index = 0;
-    std::string spec;
-    SlicePlan plan;
-    std::string dtype_text;
-    std::string shape_text;
-  };
+  // A slice view's four inodes, from its first: dir, data, dtype, shape.
   enum class SliceRole { kDir = 0, kData = 1, kDtype = 2, kShape = 3 };
   static constexpr std::string_view kSliceFileNames[4] = {"", "data", "dtype", "shape"};
 
@@ -139,23 +179,31 @@ class Filesystem {
   const Node* Find(InodeId ino) const;
   NodeAttr AttrOf(InodeId ino, const Node& node) const;
   bool IsSliceInode(InodeId ino) const { return ino > nodes_.size(); }
-  // Returns the view owning `ino` and its role, or nullptr.
-  const SliceView* FindSlice(InodeId ino, SliceRole* role) const;
+
+  // Returns the view owning `ino` and its role: Stale when evicted,
+  // NotFound when never issued.
+  StatusOr<std::shared_ptr<const SliceView>> FindSlice(InodeId ino, SliceRole* role) const;
   NodeAttr SliceAttr(const SliceView& view, SliceRole role) const;
   // Returns the view for `spec` on tensor `tensor_index`, creating it.
-  StatusOr<const SliceView*> LookupSlice(InodeId slices_dir, size_t tensor_index, std::string_view spec) const;
+  StatusOr<std::shared_ptr<const SliceView>> LookupSlice(InodeId slices_dir, size_t tensor_index,
+                                                         std::string_view spec) const;
+  // Copies the part of `content` at `offset` into `dst`; returns the count.
+  static size_t CopyContent(std::string_view content, uint64_t offset, size_t length, char* dst);
+  StatusOr<size_t> ReadSliceFile(const SliceView& view, SliceRole role, uint64_t offset, size_t length,
+                                 char* dst) const;
 
   std::unique_ptr<ByteSource> source_;
   Header header_;
   timespec mtime_{0, 0};
   std::vector<Node> nodes_;  // nodes_[ino - 1]
   std::vector<InodeId> tensor_dirs_;  // by tensor index
-  // Root children by name (the root can hold many thousands of entries).
-  std::unordered_map<std::string, InodeId> root_index_;
+  // Root children by name (the root can hold many thousands of entries);
+  // keys point into nodes_' names, which never move (nodes_ is reserved
+  // in full before the first node is added).
+  std::unordered_map<std::string_view, InodeId> root_index_;
 
-  mutable std::mutex slice_mu_;
-  mutable std::deque<SliceView> slice_views_;                          // guarded by slice_mu_
-  mutable std::map<std::pair<size_t, std::string>, size_t> slice_index_;  // guarded by slice_mu_
+  // Numbered from nodes_.size() + 1; made once the static tree is complete.
+  std::unique_ptr<SliceViewCache> slice_views_;
 
   mutable std::atomic<uint64_t> reads_{0};
   mutable std::atomic<uint64_t> bytes_read_{0};

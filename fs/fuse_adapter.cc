@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -34,6 +35,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <utility>
 #include <mutex>
 #include <sstream>
@@ -158,8 +160,10 @@ void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     Context& ctx = Ctx(req);
     StatusOr<NodeAttr> attr = ctx.fs->Lookup(parent, name);
     if (attr.ok()) {
+      // The kernel counts one reference per entry it receives; so do we.
       fuse_entry_param e = ToEntry(ctx, *attr);
-      fuse_reply_entry(req, &e);
+      ctx.fs->Remember(attr->ino);
+      if (fuse_reply_entry(req, &e) != 0) ctx.fs->Forget(attr->ino, 1);
     } else if (attr.status().code() == StatusCode::kNotFound) {
       // The tree never changes: let the kernel cache the miss too.
       fuse_entry_param e;
@@ -171,6 +175,23 @@ void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
       ReplyStatus(req, attr.status());
     }
   });
+}
+
+// The kernel drops references it counted (lookups, readdirplus entries).
+void OnForget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  try {
+    Ctx(req).fs->Forget(ino, nlookup);
+  } catch (...) {
+  }
+  fuse_reply_none(req);
+}
+
+void OnForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
+  try {
+    for (size_t i = 0; i < count; ++i) Ctx(req).fs->Forget(forgets[i].ino, forgets[i].nlookup);
+  } catch (...) {
+  }
+  fuse_reply_none(req);
 }
 
 void OnGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
@@ -187,8 +208,9 @@ void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Guarded(req, [&] {
     if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) return (void)fuse_reply_err(req, EROFS);
     Context& ctx = Ctx(req);
-    Status status = ctx.fs->OpenFile(ino);
-    if (!status.ok()) {
+    StatusOr<FileHandle> file = ctx.fs->Open(ino);
+    if (!file.ok()) {
+      const Status& status = file.status();
       return (void)fuse_reply_err(req, status.code() == StatusCode::kInvalidArgument ? EISDIR : ErrnoFromStatus(status));
     }
     StatusOr<NodeAttr> attr = ctx.fs->GetAttr(ino);
@@ -198,8 +220,18 @@ void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     } else {
       fi->keep_cache = 1;
     }
-    fuse_reply_open(req, fi);
+    // Only a slice view's files need a handle (it pins the view); fh 0
+    // means "read by inode".
+    std::unique_ptr<FileHandle> handle;
+    if (file->view != nullptr) handle = std::make_unique<FileHandle>(std::move(*file));
+    fi->fh = reinterpret_cast<uint64_t>(handle.get());
+    if (fuse_reply_open(req, fi) == 0) handle.release();
   });
+}
+
+void OnRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  delete reinterpret_cast<FileHandle*>(fi->fh);
+  fuse_reply_err(req, 0);
 }
 
 // Per-thread reply buffer for pread replies: grows to the largest read and
@@ -249,13 +281,18 @@ bool TrySpliceReply(fuse_req_t req, const Context& ctx, fuse_ino_t ino, size_t s
   return true;
 }
 
-void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
+void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
   Guarded(req, [&] {
     Context& ctx = Ctx(req);
     if (off < 0) return (void)fuse_reply_err(req, EINVAL);
-    if (ctx.options->read_reply == ReadReply::kSplice && TrySpliceReply(req, ctx, ino, size, off)) return;
+    const auto* handle = reinterpret_cast<const FileHandle*>(fi->fh);
+    if (handle == nullptr && ctx.options->read_reply == ReadReply::kSplice &&
+        TrySpliceReply(req, ctx, ino, size, off)) {
+      return;
+    }
     std::vector<char>& buffer = ThreadBuffer(size);
-    StatusOr<size_t> n = ctx.fs->Read(ino, static_cast<uint64_t>(off), size, buffer.data());
+    StatusOr<size_t> n = handle != nullptr ? ctx.fs->Read(*handle, static_cast<uint64_t>(off), size, buffer.data())
+                                           : ctx.fs->Read(ino, static_cast<uint64_t>(off), size, buffer.data());
     if (!n.ok()) {
       LogReadError(ino, off, n.status().message());
       return ReplyStatus(req, n.status());
@@ -264,9 +301,10 @@ void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
   });
 }
 
-// An open directory: its entries, listed once at opendir.
+// An open directory: the filesystem's shared listing (no copy of its
+// entries) and the attributes of "." and "..".
 struct DirHandle {
-  std::vector<DirEntry> entries;
+  DirListing listing;
   NodeAttr self;
   NodeAttr parent;
 };
@@ -274,20 +312,18 @@ struct DirHandle {
 void OnOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Guarded(req, [&] {
     Context& ctx = Ctx(req);
-    auto handle = std::make_unique<DirHandle>();
-    StatusOr<std::vector<DirEntry>> entries = ctx.fs->ReadDir(ino);
-    if (!entries.ok()) {
-      return (void)fuse_reply_err(req, entries.status().code() == StatusCode::kInvalidArgument
-                                           ? ENOTDIR : ErrnoFromStatus(entries.status()));
+    StatusOr<DirListing> listing = ctx.fs->OpenDir(ino);
+    if (!listing.ok()) {
+      return (void)fuse_reply_err(req, listing.status().code() == StatusCode::kInvalidArgument
+                                           ? ENOTDIR : ErrnoFromStatus(listing.status()));
     }
-    handle->entries = std::move(*entries);
     StatusOr<NodeAttr> self = ctx.fs->GetAttr(ino);
     StatusOr<InodeId> parent_ino = ctx.fs->Parent(ino);
-    if (!self.ok() || !parent_ino.ok()) return (void)fuse_reply_err(req, EIO);
+    if (!self.ok()) return ReplyStatus(req, self.status());
+    if (!parent_ino.ok()) return ReplyStatus(req, parent_ino.status());
     StatusOr<NodeAttr> parent = ctx.fs->GetAttr(*parent_ino);
-    if (!parent.ok()) return (void)fuse_reply_err(req, EIO);
-    handle->self = *self;
-    handle->parent = *parent;
+    if (!parent.ok()) return ReplyStatus(req, parent.status());
+    auto handle = std::make_unique<DirHandle>(DirHandle{std::move(*listing), *self, *parent});
     fi->fh = reinterpret_cast<uint64_t>(handle.get());
     fi->cache_readdir = 1;
     fi->keep_cache = 1;
@@ -295,28 +331,32 @@ void OnOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   });
 }
 
+// Offsets are entry indices ("." is 0, ".." is 1), so each call starts
+// where the last stopped, in constant time.
 void ReadDirCommon(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi, bool plus) {
   Guarded(req, [&] {
     Context& ctx = Ctx(req);
-    auto* handle = reinterpret_cast<DirHandle*>(fi->fh);
-    std::vector<char> buf(size);
+    const auto* handle = reinterpret_cast<const DirHandle*>(fi->fh);
+    // Reused, never zeroed: recent kernels ask for up to max_pages per call.
+    std::vector<char>& buf = ThreadBuffer(size);
     size_t used = 0;
-    const size_t total = handle->entries.size() + 2;
-    for (size_t index = static_cast<size_t>(off); index < total; ++index) {
+    const size_t total = handle->listing.size() + 2;
+    for (size_t index = static_cast<size_t>(std::max<off_t>(off, 0)); index < total; ++index) {
       const char* name;
-      const NodeAttr* attr;
-      if (index == 0) { name = "."; attr = &handle->self; }
-      else if (index == 1) { name = ".."; attr = &handle->parent; }
-      else { name = handle->entries[index - 2].name.c_str(); attr = &handle->entries[index - 2].attr; }
+      NodeAttr attr;
+      if (index == 0) { name = "."; attr = handle->self; }
+      else if (index == 1) { name = ".."; attr = handle->parent; }
+      else { name = handle->listing.NameAt(index - 2).data(); attr = handle->listing.AttrAt(index - 2); }
       size_t room = size - used;
       size_t need;
       if (plus) {
-        fuse_entry_param e = ToEntry(ctx, *attr);
+        fuse_entry_param e = ToEntry(ctx, attr);
         // "." and ".." must not be looked up (no lookup count); ino 0 says so.
-        if (index < 2) { std::memset(&e, 0, sizeof e); e.attr = ToStat(ctx, *attr); }
+        if (index < 2) { std::memset(&e, 0, sizeof e); e.attr = ToStat(ctx, attr); }
         need = fuse_add_direntry_plus(req, buf.data() + used, room, name, &e, static_cast<off_t>(index + 1));
+        if (need <= room && index >= 2) ctx.fs->Remember(attr.ino);  // the kernel counts these too
       } else {
-        struct stat st = ToStat(ctx, *attr);
+        struct stat st = ToStat(ctx, attr);
         need = fuse_add_direntry(req, buf.data() + used, room, name, &st, static_cast<off_t>(index + 1));
       }
       if (need > room) break;
@@ -390,9 +430,12 @@ fuse_lowlevel_ops MakeOps() {
   std::memset(&ops, 0, sizeof ops);
   ops.init = OnInit;
   ops.lookup = OnLookup;
+  ops.forget = OnForget;
+  ops.forget_multi = OnForgetMulti;
   ops.getattr = OnGetattr;
   ops.open = OnOpen;
   ops.read = OnRead;
+  ops.release = OnRelease;
   ops.opendir = OnOpendir;
   ops.readdir = OnReaddir;
   ops.readdirplus = OnReaddirplus;

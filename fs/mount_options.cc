@@ -111,6 +111,12 @@ Status ApplyMountOption(const std::string& option, CommandLine* cl) {
     cl->serve.max_threads = threads;
     return Status::OK();
   }
+  if (key == "max_slice_views") {
+    ASSIGN_OR_RETURN(unsigned views, ParseUnsigned(key, value));
+    if (views == 0) return Status::InvalidArgument("option max_slice_views=0: need room for one view");
+    cl->filesystem.max_slice_views = views;
+    return Status::OK();
+  }
   if (key == "log") {
     if (value.empty()) return Status::InvalidArgument("option log=: expected a file path");
     cl->log_path = value;

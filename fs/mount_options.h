@@ -22,6 +22,7 @@ struct CommandLine {
   std::string log_path;  // where the background daemon's stderr goes ("" = syslog)
   bool readahead_given = false;
   ServeOptions serve;
+  FilesystemOptions filesystem;
 #ifdef STFS_HAVE_REMOTE
   RemoteOptions remote;
 #endif

@@ -45,7 +45,7 @@ StatusOr<std::unique_ptr<Filesystem>> PrepareFilesystem(CommandLine& cl) {
   ASSIGN_OR_RETURN(Header header, ReadHeader(*source));
   ByteSource* raw = source.get();  // owned by the Filesystem, which outlives the serving
   cl.serve.on_teardown = [raw] { raw->Shutdown(); };
-  return Filesystem::Create(std::move(source), std::move(header));
+  return Filesystem::Create(std::move(source), std::move(header), cl.filesystem);
 }
 
 bool WriteAll(int fd, const std::string& text) {

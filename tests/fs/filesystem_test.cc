@@ -159,8 +159,8 @@ TEST_F(FilesystemTest, LookupMissIsNotFoundAndFilesAreNotDirectories) {
   InodeId data = (*fs)->Lookup(w->ino, "data")->ino;
   EXPECT_FALSE((*fs)->Lookup(data, "x").ok());
   EXPECT_FALSE((*fs)->ReadDir(data).ok());
-  EXPECT_FALSE((*fs)->OpenFile(w->ino).ok());
-  EXPECT_TRUE((*fs)->OpenFile(data).ok());
+  EXPECT_FALSE((*fs)->Open(w->ino).ok());
+  EXPECT_TRUE((*fs)->Open(data).ok());
   EXPECT_EQ((*fs)->GetAttr(999999).status().code(), StatusCode::kNotFound);
   EXPECT_EQ((*fs)->Lookup(w->ino, "..")->ino, kRootInode);
 }

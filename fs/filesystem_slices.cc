@@ -1,0 +1,75 @@
+// Filesystem: slice views (`<tensor>/slices/<numpy index>/`), planned by the
+// core slice planner and kept in the bounded SliceViewCache.
+#include <sys/stat.h>
+
+#include <cstring>
+
+#include "core/slice_reader.h"
+#include "fs/filesystem.h"
+
+namespace stfs {
+
+StatusOr<std::shared_ptr<const SliceView>> Filesystem::FindSlice(InodeId ino, SliceRole* role) const {
+  std::shared_ptr<const SliceView> view = slice_views_->Find(ino);
+  if (view == nullptr) {
+    if (slice_views_->WasIssued(ino)) {
+      return Status::Stale("slice view inode " + std::to_string(ino) + " was evicted; look it up again");
+    }
+    return Status::NotFound("no inode " + std::to_string(ino));
+  }
+  *role = static_cast<SliceRole>((ino - view->first_ino) % SliceViewCache::kInodesPerView);
+  return view;
+}
+
+NodeAttr Filesystem::SliceAttr(const SliceView& view, SliceRole role) const {
+  NodeAttr attr;
+  attr.ino = view.first_ino + static_cast<InodeId>(role);
+  attr.mtime = mtime_;
+  attr.mode = S_IFREG | 0444;
+  switch (role) {
+    case SliceRole::kDir:
+      attr.is_directory = true;
+      attr.mode = S_IFDIR | 0555;
+      attr.nlink = 2;
+      break;
+    case SliceRole::kData: attr.size = view.plan.result_bytes; break;
+    case SliceRole::kDtype: attr.size = DTypeName(view.plan.dtype).size() + 1; break;
+    case SliceRole::kShape: attr.size = view.shape_text.size(); break;
+  }
+  return attr;
+}
+
+StatusOr<std::shared_ptr<const SliceView>> Filesystem::LookupSlice(InodeId slices_dir, size_t tensor_index,
+                                                                   std::string_view spec) const {
+  const TensorInfo& t = header_.tensors[tensor_index];
+  // Planning is pure and needs no lock; the plan is the view's canonical key.
+  ASSIGN_OR_RETURN(std::vector<SliceItem> items, ParseSliceSpec(spec));
+  ASSIGN_OR_RETURN(SlicePlan plan, PlanSlice(t.dtype, t.shape, items));
+  SliceView view;
+  view.slices_dir = slices_dir;
+  view.tensor_index = tensor_index;
+  view.key = CanonicalSliceKey(tensor_index, plan);
+  view.shape_text = ShapeToString(plan.result_shape) + "\n";
+  view.plan = std::move(plan);
+  return slice_views_->FindOrAdd(std::move(view));
+}
+
+StatusOr<size_t> Filesystem::ReadSliceFile(const SliceView& view, SliceRole role, uint64_t offset, size_t length,
+                                           char* dst) const {
+  switch (role) {
+    case SliceRole::kDir: return Status::InvalidArgument("is a directory");
+    case SliceRole::kDtype: return CopyContent(std::string(DTypeName(view.plan.dtype)) + "\n", offset, length, dst);
+    case SliceRole::kShape: return CopyContent(view.shape_text, offset, length, dst);
+    case SliceRole::kData: break;
+  }
+  const TensorInfo& t = header_.tensors[view.tensor_index];
+  StatusOr<size_t> n = ReadSliceRange(*source_, header_.data_start() + t.begin, view.plan, offset, length, dst);
+  if (!n.ok()) {
+    CountReadError();
+    return n.status();
+  }
+  CountRead(*n);
+  return n;
+}
+
+}  // namespace stfs

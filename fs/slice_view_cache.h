@@ -1,0 +1,98 @@
+// SliceViewCache: the slice views a mount has looked up, bounded in number.
+//
+// A slice view is the directory `<tensor>/slices/<numpy index>/` with its
+// `data`, `dtype` and `shape`: four inode numbers from the view's first one.
+// Views are keyed by their canonical form (the tensor and the planner's
+// normalised plan), so `0:4`, `0:4:1` and `:4` of one tensor are one view.
+//
+// Memory rule: the cache holds at most `capacity` views, whatever clients do.
+// Each view counts the kernel's references (lookups replied minus FORGETs,
+// over its four inodes). When a new view would pass the cap, the least
+// recently used view goes; a view the kernel has wholly forgotten is moved
+// to the cold end at once, so it goes before any view still referenced.
+// Inode numbers are never reused (a 64-bit counter), so an inode of an
+// evicted view is known to be stale: the filesystem answers ESTALE for it,
+// on which the kernel's path walk looks the name up again (LOOKUP_REVAL) and
+// gets a fresh view under a new inode number. Open files and directory
+// handles hold a shared_ptr to their view, so reads through them never see
+// it go.
+//
+// Thread-safe: one mutex guards the maps and the LRU list; it is never held
+// while reading the source or planning a slice.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "core/slice_plan.h"
+
+namespace stfs {
+
+using InodeId = uint64_t;
+
+struct SliceView {
+  InodeId first_ino = 0;   // the view's directory; data, dtype, shape follow
+  InodeId slices_dir = 0;  // the parent `slices` directory
+  size_t tensor_index = 0;
+  SlicePlan plan;
+  std::string shape_text;  // "[a,b]\n"
+  std::string key;         // canonical form, see CanonicalSliceKey
+};
+
+// Returns the canonical key of `plan` on tensor `tensor_index`: equal for
+// two indices exactly when they select the same bytes in the same shape.
+std::string CanonicalSliceKey(size_t tensor_index, const SlicePlan& plan);
+
+class SliceViewCache {
+ public:
+  static constexpr InodeId kInodesPerView = 4;
+
+  // Views get inode numbers from `first_ino` upwards.
+  SliceViewCache(InodeId first_ino, size_t capacity);
+  SliceViewCache(const SliceViewCache&) = delete;
+  SliceViewCache& operator=(const SliceViewCache&) = delete;
+
+  // Returns the view with `view.key`, adding `view` (numbered here) when
+  // there is none; evicts the least recently used view past the capacity.
+  std::shared_ptr<const SliceView> FindOrAdd(SliceView view);
+  // Returns the view owning `ino` (any of its four inodes), or nullptr.
+  std::shared_ptr<const SliceView> Find(InodeId ino);
+  // True for an inode number this cache handed out (live or evicted).
+  bool WasIssued(InodeId ino) const;
+  // Counts one kernel reference to `ino` (a lookup or readdirplus entry).
+  void Remember(InodeId ino);
+  // Drops `count` kernel references to `ino` (FORGET).
+  void Forget(InodeId ino, uint64_t count);
+
+  size_t size() const;
+  size_t capacity() const { return capacity_; }
+  InodeId first_ino() const { return first_ino_; }
+
+ private:
+  struct Entry {
+    std::shared_ptr<const SliceView> view;
+    uint64_t kernel_refs = 0;
+    std::list<InodeId>::iterator lru_position;  // front: most recently used
+  };
+  InodeId ViewInode(InodeId ino) const;
+  Entry* FindEntryLocked(InodeId ino);
+  void EvictPastCapacityLocked();
+
+  const InodeId first_ino_;
+  const size_t capacity_;
+  mutable std::mutex mu_;
+  InodeId next_ino_;                                   // guarded by mu_
+  std::unordered_map<InodeId, Entry> by_ino_;          // guarded by mu_; keyed by first_ino
+  // Keys point into the views' own `key` strings, which live as long as the
+  // entry in by_ino_.
+  std::unordered_map<std::string_view, InodeId> by_key_;  // guarded by mu_
+  std::list<InodeId> lru_;                             // guarded by mu_
+};
+
+}  // namespace stfs
