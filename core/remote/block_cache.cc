@@ -3,17 +3,39 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
+#include <cstdint>
+
 #include "core/remote/remote_source.h"
 
 namespace stfs {
 
+void BufferUnmap::operator()(char* p) const {
+  if (p) ::munmap(p, mapped);
+}
+
 BlockBuffer AllocateBlockBuffer(size_t length) {
+  constexpr size_t kPage = 4096;
   constexpr size_t kHugePage = 2 << 20;
-  if (length < kHugePage) return BlockBuffer(static_cast<char*>(std::malloc(length ? length : 1)));
-  size_t rounded = (length + kHugePage - 1) / kHugePage * kHugePage;
-  char* p = static_cast<char*>(std::aligned_alloc(kHugePage, rounded));
-  if (p) ::madvise(p, rounded, MADV_HUGEPAGE);  // a hint: failure is harmless
-  return BlockBuffer(p);
+  size_t rounded = (std::max<size_t>(length, 1) + kPage - 1) / kPage * kPage;
+  if (rounded < kHugePage) {
+    void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return BlockBuffer();
+    return BlockBuffer(static_cast<char*>(p), BufferUnmap{rounded});
+  }
+  // Map one huge page more than needed and trim both ends to align.
+  rounded = (length + kHugePage - 1) / kHugePage * kHugePage;
+  size_t span = rounded + kHugePage;
+  void* raw = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return BlockBuffer();
+  uintptr_t begin = reinterpret_cast<uintptr_t>(raw);
+  uintptr_t aligned = (begin + kHugePage - 1) / kHugePage * kHugePage;
+  if (aligned > begin) ::munmap(raw, aligned - begin);
+  size_t tail = begin + span - (aligned + rounded);
+  if (tail > 0) ::munmap(reinterpret_cast<void*>(aligned + rounded), tail);
+  char* p = reinterpret_cast<char*>(aligned);
+  ::madvise(p, rounded, MADV_HUGEPAGE);  // a hint: failure is harmless
+  return BlockBuffer(p, BufferUnmap{rounded});
 }
 
 BlockCache::BlockCache(uint64_t budget_bytes) : budget_(budget_bytes) {}
@@ -28,7 +50,7 @@ uint64_t BlockCache::NewOwner() {
 }
 
 void BlockCache::Recycle(BlockBuffer buffer, size_t length) {
-  if (!buffer || bytes_ + spare_bytes_ + length > budget_) return;
+  if (!buffer || Used() + spare_bytes_ + length > budget_) return;
   spare_bytes_ += length;
   spare_.emplace_back(length, std::move(buffer));
 }
@@ -62,8 +84,8 @@ void BlockCache::Remove(std::unordered_map<Key, Entry, KeyHash>::iterator it) {
     ++prefetch_unused_;
   }
   bytes_ -= block->length;
-  // Nobody else holds it (no reader copying): its buffer can serve a new block.
-  if (block.use_count() == 1 && block->state == CachedBlock::State::kReady) {
+  // No reader is copying from it: its buffer can serve a new block.
+  if (block->pins == 0 && block->state == CachedBlock::State::kReady) {
     Recycle(std::move(block->data), block->length);
   }
   lru_.erase(it->second.lru);
@@ -73,7 +95,7 @@ void BlockCache::Remove(std::unordered_map<Key, Entry, KeyHash>::iterator it) {
 void BlockCache::EvictFor(uint64_t incoming) {
   // Walk from the least recently used end; list iterators stay valid when
   // another element is erased, so `it` survives the removal of its neighbour.
-  for (auto it = lru_.end(); bytes_ + incoming > budget_ && it != lru_.begin();) {
+  for (auto it = lru_.end(); Used() + incoming > budget_ && it != lru_.begin();) {
     auto victim = std::prev(it);
     auto entry = entries_.find(*victim);
     if (entry->second.block->state != CachedBlock::State::kReady) {
@@ -94,6 +116,7 @@ std::shared_ptr<CachedBlock> BlockCache::Acquire(uint64_t owner, uint64_t index,
     std::shared_ptr<CachedBlock>& block = it->second.block;
     if (!prefetch) {
       block->used = true;
+      ++block->pins;
       // A consumed block read again is almost always a straggler of the same
       // scan (FUSE threads deliver reads slightly out of order): it stays
       // first in line for reuse.
@@ -111,7 +134,7 @@ std::shared_ptr<CachedBlock> BlockCache::Acquire(uint64_t owner, uint64_t index,
     auto entry = entries_.find(*it);
     const std::shared_ptr<CachedBlock>& old = entry->second.block;
     if (!old->consumed) break;
-    if (old->state == CachedBlock::State::kReady && old.use_count() == 1) {
+    if (old->state == CachedBlock::State::kReady && old->pins == 0) {
       Remove(entry);
       ++recycled_;
       break;
@@ -120,11 +143,11 @@ std::shared_ptr<CachedBlock> BlockCache::Acquire(uint64_t owner, uint64_t index,
   EvictFor(length);
   // Spare buffers beyond what the budget leaves free go back to the system
   // (one block of slack: the new block is about to take a spare).
-  while (!spare_.empty() && bytes_ + spare_bytes_ > budget_) {
+  while (!spare_.empty() && Used() + spare_bytes_ > budget_) {
     spare_bytes_ -= spare_.back().first;
     spare_.pop_back();
   }
-  if (prefetch && bytes_ + length > budget_) {
+  if (Used() + length > budget_) {
     *found = Found::kNoRoom;
     return nullptr;
   }
@@ -135,6 +158,7 @@ std::shared_ptr<CachedBlock> BlockCache::Acquire(uint64_t owner, uint64_t index,
   block->length = length;
   block->prefetched = prefetch;
   block->used = !prefetch;
+  block->pins = prefetch ? 0 : 1;
   lru_.push_front(key);
   entries_.emplace(key, Entry{block, lru_.begin()});
   bytes_ += length;
@@ -142,13 +166,28 @@ std::shared_ptr<CachedBlock> BlockCache::Acquire(uint64_t owner, uint64_t index,
   return block;
 }
 
+void BlockCache::Release(const std::shared_ptr<CachedBlock>& block) {
+  std::lock_guard<std::mutex> lock(mu_);
+  --block->pins;
+}
+
+void BlockCache::Account(int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (bytes < 0 && static_cast<uint64_t>(-bytes) > other_bytes_) {
+    other_bytes_ = 0;
+  } else {
+    other_bytes_ += bytes;
+  }
+  if (Used() > budget_) EvictFor(0);
+}
+
 void BlockCache::Complete(const std::shared_ptr<CachedBlock>& block, const Status& status) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (block->state != CachedBlock::State::kLoading) return;
     if (status.ok()) {
       block->state = CachedBlock::State::kReady;
-      // Demand reads may have pushed the cache over budget while loading.
-      if (bytes_ > budget_) EvictFor(0);
+      if (Used() > budget_) EvictFor(0);
     } else {
       block->state = CachedBlock::State::kFailed;
       block->error = status;
@@ -160,11 +199,29 @@ void BlockCache::Complete(const std::shared_ptr<CachedBlock>& block, const Statu
   done_.notify_all();
 }
 
-Status BlockCache::Wait(const std::shared_ptr<CachedBlock>& block) {
+Status BlockCache::Wait(const std::shared_ptr<CachedBlock>& block, Deadline deadline,
+                        const std::atomic<bool>* cancel) {
   std::unique_lock<std::mutex> lock(mu_);
-  done_.wait(lock, [&] { return block->state != CachedBlock::State::kLoading; });
+  auto settled = [&] {
+    return block->state != CachedBlock::State::kLoading || (cancel && cancel->load());
+  };
+  if (deadline == Deadline::max()) {
+    done_.wait(lock, settled);
+  } else if (!done_.wait_until(lock, deadline, settled)) {
+    return Status::IOError("timed out waiting for bytes " + std::to_string(block->offset) +
+                           "+" + std::to_string(block->length) + " being fetched");
+  }
   if (block->state == CachedBlock::State::kFailed) return block->error;
+  if (block->state == CachedBlock::State::kLoading) {
+    return Status::IOError("source shut down while waiting for bytes " +
+                           std::to_string(block->offset) + "+" + std::to_string(block->length));
+  }
   return Status::OK();
+}
+
+void BlockCache::WakeWaiters() {
+  { std::lock_guard<std::mutex> lock(mu_); }
+  done_.notify_all();
 }
 
 void BlockCache::DropOwner(uint64_t owner) {
@@ -182,6 +239,7 @@ BlockCacheStats BlockCache::Stats() const {
   s.budget = budget_;
   s.bytes = bytes_;
   s.spare_bytes = spare_bytes_;
+  s.other_bytes = other_bytes_;
   s.blocks = entries_.size();
   s.evictions = evictions_;
   s.recycled = recycled_;

@@ -6,12 +6,18 @@
 // Ready blocks are evicted least recently used first; blocks being fetched
 // are never evicted. A reader keeps a block's memory alive while copying
 // from it (shared_ptr), so eviction never pulls bytes from under a reader.
-// Buffers of evicted blocks nobody holds are recycled for new blocks, since
-// touching fresh memory (page faults) costs more than the network on
-// loopback. The cache never does I/O itself and never holds its lock while
-// copying.
+// Buffers of evicted blocks no reader has pinned are recycled for new
+// blocks, since touching fresh memory (page faults) costs more than the
+// network on loopback. Pins are counted under the cache's lock (never by
+// shared_ptr::use_count, which orders nothing): a reader's copy out of a
+// buffer happens before its Release, which happens before the buffer is
+// handed to another fetch. The budget also counts memory the owner reports
+// with Account (e.g. curl receive buffers). The cache never does I/O itself
+// and never holds its lock while copying.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
@@ -27,16 +33,22 @@
 
 namespace stfs {
 
-struct BufferFree {
-  void operator()(char* p) const { std::free(p); }
+// Block buffers are mapped (mmap) rather than malloc'ed: freeing one gives
+// its memory back to the system at once, so the process's RSS follows the
+// budget instead of malloc's arenas and thresholds.
+struct BufferUnmap {
+  size_t mapped = 0;
+  void operator()(char* p) const;
 };
-using BlockBuffer = std::unique_ptr<char, BufferFree>;
+using BlockBuffer = std::unique_ptr<char, BufferUnmap>;
 
 // Allocates a block buffer, or null when out of memory. Large buffers are
 // 2 MiB-aligned and asked to be backed by huge pages: filling a fresh 4 MiB
 // block then costs two page faults instead of 1024, which on a VM is the
 // difference between 0.1 and 1 GB/s.
 BlockBuffer AllocateBlockBuffer(size_t length);
+
+using Deadline = std::chrono::steady_clock::time_point;
 
 struct CachedBlock {
   uint64_t owner = 0;   // which source
@@ -53,12 +65,14 @@ struct CachedBlock {
   bool prefetched = false;  // created by read-ahead
   bool used = false;        // read by someone since it was created
   bool consumed = false;    // a sequential reader has read past it
+  int pins = 0;             // demand readers between Acquire and Release
 };
 
 struct BlockCacheStats {
   uint64_t budget = 0;
   uint64_t bytes = 0;        // ready + loading blocks in the cache
   uint64_t spare_bytes = 0;  // buffers kept for reuse
+  uint64_t other_bytes = 0;  // memory reported with Account (transfer buffers)
   uint64_t blocks = 0;
   uint64_t evictions = 0;
   uint64_t recycled = 0;         // consumed blocks dropped early to reuse their buffers
@@ -78,18 +92,27 @@ class BlockCache {
     kReady,    // cached: read it
     kLoading,  // someone is fetching it: Wait() for it
     kCreated,  // the caller must fetch it and call Complete()
-    kNoRoom,   // (prefetch only) the budget is taken by blocks in use
+    kNoRoom,   // the budget is taken by blocks being fetched or pinned
   };
   // Finds block `index` of `owner`, or creates it in the loading state.
-  // A prefetch creates nothing when that would exceed the budget; a demand
-  // read always gets its block (briefly over budget if everything else is
-  // loading), since refusing it would fail a read for lack of memory.
+  // Nothing is created past the budget (kNoRoom, null): a demand reader
+  // then fetches its bytes without the cache. A demand read (!prefetch)
+  // that gets a block pins it: the caller must Release it when done.
   std::shared_ptr<CachedBlock> Acquire(uint64_t owner, uint64_t index, uint64_t offset,
                                        size_t length, bool prefetch, Found* found);
 
+  // Unpins a block a demand read got from Acquire.
+  void Release(const std::shared_ptr<CachedBlock>& block);
+
   // Ends the fetch of a block created by Acquire: ready when `status` is OK,
   // else failed and removed (a later read fetches afresh). Wakes waiters.
+  // Only the first call for a block counts, so an error path may complete
+  // every block it created without tracking which are done.
   void Complete(const std::shared_ptr<CachedBlock>& block, const Status& status);
+
+  // Adds (or with a negative number, removes) memory outside the blocks
+  // that the budget must cover; ready blocks are evicted to make room.
+  void Account(int64_t bytes);
 
   // Marks a block a sequential reader has read to its end: it becomes the
   // first to go, and its buffer is reused for the next new block even below
@@ -103,8 +126,13 @@ class BlockCache {
   // one when there is one, else a new one (null when out of memory).
   BlockBuffer TakeBuffer(size_t length);
 
-  // Waits until `block` is ready (OK) or failed (its error).
-  Status Wait(const std::shared_ptr<CachedBlock>& block);
+  // Waits until `block` is ready (OK) or failed (its error), at most until
+  // `deadline`, and no longer once `*cancel` is true (IOError then).
+  Status Wait(const std::shared_ptr<CachedBlock>& block, Deadline deadline = Deadline::max(),
+              const std::atomic<bool>* cancel = nullptr);
+
+  // Wakes every Wait so that it looks at its `cancel` flag again.
+  void WakeWaiters();
 
   // Removes every block of `owner` (its source is going away). Blocks still
   // loading must have been completed first.
@@ -131,6 +159,7 @@ class BlockCache {
 
   // Evicts ready blocks, oldest first, until `incoming` more bytes fit.
   void EvictFor(uint64_t incoming);                                   // requires mu_
+  uint64_t Used() const { return bytes_ + other_bytes_; }             // requires mu_
   void Remove(std::unordered_map<Key, Entry, KeyHash>::iterator it);  // requires mu_
   // Keeps `buffer` for reuse when the budget allows, else frees it.
   void Recycle(BlockBuffer buffer, size_t length);  // requires mu_
@@ -143,6 +172,7 @@ class BlockCache {
   std::vector<std::pair<size_t, BlockBuffer>> spare_;  // recycled buffers and their lengths
   uint64_t spare_bytes_ = 0;
   uint64_t bytes_ = 0;
+  uint64_t other_bytes_ = 0;
   uint64_t next_owner_ = 1;
   uint64_t evictions_ = 0;
   uint64_t recycled_ = 0;

@@ -10,7 +10,9 @@
 #include <curl/curl.h>
 
 #include <cctype>
+#include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -65,10 +67,7 @@ struct Transfer {
   size_t segment = 0;         // current segment
   size_t segment_offset = 0;  // bytes written into it
   const std::atomic<bool>* cancel = nullptr;
-  std::chrono::milliseconds stall_timeout{0};
-  std::chrono::steady_clock::time_point last_progress;
-  curl_off_t last_dlnow = -1;
-  bool stalled = false;
+  uint64_t error_body_bytes = 0;  // non-2xx body bytes seen (and dropped)
   bool cancelled = false;
 };
 
@@ -109,8 +108,16 @@ size_t OnBody(char* data, size_t size, size_t nmemb, void* user) {
   Transfer* t = static_cast<Transfer*>(user);
   size_t n = size * nmemb;
   HttpResponse* r = t->response;
-  // Bodies of non-2xx answers (error pages, redirects) are dropped.
-  if (!t->segments) return n;
+  // Bodies of non-2xx answers (error pages, redirects) are dropped, and one
+  // that goes on past a small cap ends the transfer: its status is all we use.
+  if (!t->segments) {
+    t->error_body_bytes += n;
+    if (t->error_body_bytes > kMaxErrorBodyBytes) {
+      r->error_body_dropped = true;
+      return 0;
+    }
+    return n;
+  }
   size_t done = 0;
   while (done < n) {
     if (t->segment >= t->segments->size()) {
@@ -132,18 +139,12 @@ size_t OnBody(char* data, size_t size, size_t nmemb, void* user) {
   return n;
 }
 
-int OnProgress(void* user, curl_off_t, curl_off_t dlnow, curl_off_t, curl_off_t) {
+// Slowness and time limits are libcurl's own (LOW_SPEED_*, TIMEOUT_MS);
+// this only aborts a transfer whose owner is going away.
+int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   Transfer* t = static_cast<Transfer*>(user);
   if (t->cancel && t->cancel->load(std::memory_order_relaxed)) {
     t->cancelled = true;
-    return 1;
-  }
-  auto now = std::chrono::steady_clock::now();
-  if (dlnow != t->last_dlnow) {
-    t->last_dlnow = dlnow;
-    t->last_progress = now;
-  } else if (now - t->last_progress >= t->stall_timeout) {
-    t->stalled = true;
     return 1;
   }
   return 0;
@@ -214,9 +215,15 @@ std::optional<ContentRange> ParseContentRange(std::string_view value) {
 struct HttpClient::Handle {
   CURL* curl = nullptr;
   char error[CURL_ERROR_SIZE] = {0};
-  Handle() : curl(curl_easy_init()) {}
+  const std::function<void(int64_t)>* account;
+  explicit Handle(const std::function<void(int64_t)>* account_memory)
+      : curl(curl_easy_init()), account(account_memory) {
+    if (curl && *account) (*account)(kCurlBufferBytes);
+  }
   ~Handle() {
-    if (curl) curl_easy_cleanup(curl);
+    if (!curl) return;
+    curl_easy_cleanup(curl);
+    if (*account) (*account)(-kCurlBufferBytes);
   }
   Handle(const Handle&) = delete;
   Handle& operator=(const Handle&) = delete;
@@ -235,7 +242,7 @@ std::unique_ptr<HttpClient::Handle> HttpClient::AcquireHandle() {
       return handle;
     }
   }
-  return std::make_unique<Handle>();
+  return std::make_unique<Handle>(&settings_.account_memory);
 }
 
 void HttpClient::ReleaseHandle(std::unique_ptr<Handle> handle) {
@@ -274,11 +281,15 @@ HttpResponse HttpClient::Perform(const HttpRequest& request,
     return response;
   }
 
+  if (request.time_limit.count() <= 0) {
+    response.timed_out = true;
+    response.transport_error = Status::IOError(describe + ": out of time");
+    ReleaseHandle(std::move(handle));
+    return response;
+  }
   Transfer transfer;
   transfer.response = &response;
   transfer.cancel = cancel;
-  transfer.stall_timeout = settings_.stall_timeout;
-  transfer.last_progress = std::chrono::steady_clock::now();
   std::string range_text;
   if (request.has_range) {
     range_text = std::to_string(request.first) + "-" + std::to_string(request.last);
@@ -299,9 +310,15 @@ HttpResponse HttpClient::Perform(const HttpRequest& request,
   curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, OnProgress);
   curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &transfer);
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
-                   static_cast<long>(settings_.connect_timeout.count()));
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(settings_.request_timeout.count()));
-  curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, 512L * 1024);
+                   static_cast<long>(std::min(settings_.connect_timeout, request.time_limit).count()));
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(request.time_limit.count()));
+  if (settings_.min_speed > 0) {
+    long window_s = static_cast<long>(std::max<int64_t>(1, (settings_.speed_window.count() + 999) / 1000));
+    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT,
+                     static_cast<long>(std::min<uint64_t>(settings_.min_speed, LONG_MAX)));
+    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, window_s);
+  }
+  curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, static_cast<long>(kCurlBufferBytes));
   curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
   curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
   curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
@@ -328,6 +345,7 @@ HttpResponse HttpClient::Perform(const HttpRequest& request,
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, static_cast<curl_write_callback>(route));
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &router);
 
+  const auto started = std::chrono::steady_clock::now();
   CURLcode code = curl_easy_perform(curl);
   long status = 0;
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
@@ -342,21 +360,19 @@ HttpResponse HttpClient::Perform(const HttpRequest& request,
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, nullptr);
 
   if (code != CURLE_OK) {
-    std::string why;
     if (transfer.cancelled) {
-      response.transport_error = Status::Unavailable(describe + ": transfer cancelled");
-      response.transport_retryable = false;
-    } else if (transfer.stalled) {
-      why = "no data for " + std::to_string(settings_.stall_timeout.count()) + " ms (stalled)";
-      response.transport_retryable = true;
-    } else if (response.body_overflow) {
-      // Judged by the caller from body_overflow and the status.
+      response.cancelled = true;
+      response.transport_error = Status::IOError(describe + ": transfer cancelled");
+    } else if (response.body_overflow || response.error_body_dropped) {
+      // Judged by the caller from body_overflow / the status.
     } else {
-      why = handle->error[0] ? handle->error : curl_easy_strerror(code);
+      std::string why = handle->error[0] ? handle->error : curl_easy_strerror(code);
       response.transport_retryable = RetryableCurlCode(code);
       response.connect_failed = code == CURLE_COULDNT_CONNECT;
-    }
-    if (!response.body_overflow && !transfer.cancelled) {
+      // TIMEOUT_MS, CONNECTTIMEOUT_MS and LOW_SPEED_* all end in
+      // CURLE_OPERATION_TIMEDOUT; only the first means the caller's time is up.
+      response.timed_out = code == CURLE_OPERATION_TIMEDOUT &&
+                           std::chrono::steady_clock::now() - started >= request.time_limit;
       response.transport_error = Status::IOError(describe + ": " + why);
     }
   }

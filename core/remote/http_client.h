@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -26,9 +27,24 @@ struct HttpSettings {
   std::string ca_file;
   std::string user_agent;
   std::chrono::milliseconds connect_timeout{10'000};
-  std::chrono::milliseconds stall_timeout{30'000};
-  std::chrono::milliseconds request_timeout{0};
+  // A transfer slower than min_speed bytes/s over a whole window of
+  // speed_window is aborted (libcurl's LOW_SPEED_LIMIT / LOW_SPEED_TIME;
+  // the window is counted in whole seconds, at least one).
+  uint64_t min_speed = 1024;
+  std::chrono::milliseconds speed_window{30'000};
+  // Called with +bytes when a curl handle (and its receive buffer) is made
+  // and -bytes when it is freed, so the owner can count them in its memory
+  // budget. May be empty.
+  std::function<void(int64_t)> account_memory;
 };
+
+// Receive buffer of each curl handle (CURLOPT_BUFFERSIZE): what one handle
+// costs beyond its small fixed state.
+inline constexpr int64_t kCurlBufferBytes = 256 << 10;
+
+// The largest body of a non-2xx answer read before the transfer is dropped
+// (an error page is only ever looked at for its status).
+inline constexpr uint64_t kMaxErrorBodyBytes = 64 << 10;
 
 // A buffer the body of a 2xx response is written into; segments are filled
 // in order, as if they were one contiguous buffer.
@@ -45,6 +61,9 @@ struct HttpRequest {
   uint64_t last = 0;
   std::string if_match;             // empty: not sent
   std::string if_unmodified_since;  // empty: not sent
+  // Longest the whole exchange may take (connect, headers, body); the
+  // caller passes what is left of its deadline. Zero or less: fails at once.
+  std::chrono::milliseconds time_limit{60'000};
 };
 
 // Content-Range: bytes FIRST-LAST/TOTAL, or bytes */TOTAL (unsatisfied).
@@ -72,6 +91,9 @@ struct HttpResponse {
   std::string redirect_url;    // absolute, from Location, for 3xx
   uint64_t body_bytes = 0;     // 2xx body bytes written into the segments
   bool body_overflow = false;  // a 2xx body longer than the segments
+  bool timed_out = false;      // the transfer ran out of time_limit
+  bool cancelled = false;      // `cancel` was set during the transfer
+  bool error_body_dropped = false;  // a non-2xx body past kMaxErrorBodyBytes was cut off
 };
 
 // Parses a Content-Range value; nullopt when malformed.
@@ -89,7 +111,9 @@ class HttpClient {
 
   // Performs one GET. Body bytes of a 2xx response go into `segments`; a
   // longer body aborts the transfer (body_overflow). `cancel`, when set and
-  // true, aborts the transfer. `describe` names the location in errors.
+  // true, aborts the transfer within about a second (libcurl calls the
+  // progress function at least once a second). `describe` names the
+  // location in errors. The exchange ends within request.time_limit.
   HttpResponse Perform(const HttpRequest& request, const std::vector<BodySegment>& segments,
                        const std::string& describe, const std::atomic<bool>* cancel);
 

@@ -55,6 +55,7 @@ HttpRangeSource::HttpRangeSource(std::unique_ptr<RangeFetcher> fetcher, std::str
       connections_(std::max(1, options.connections)),
       cache_(std::move(cache)),
       owner_(cache_->NewOwner()),
+      before_fetch_(options.before_fetch_for_tests),
       pattern_(options.block_size) {
   if (header_end_ != 0 && header_end_ <= prefix_.size()) {
     LearnTensorEnds(std::string_view(prefix_).substr(8, header_end_ - 8));
@@ -62,12 +63,7 @@ HttpRangeSource::HttpRangeSource(std::unique_ptr<RangeFetcher> fetcher, std::str
 }
 
 HttpRangeSource::~HttpRangeSource() {
-  cancel_.store(true);
-  {
-    std::lock_guard<std::mutex> lock(queue_mu_);
-    stopping_ = true;
-  }
-  queue_cv_.notify_all();
+  Shutdown();
   for (std::thread& t : workers_) t.join();
   cache_->DropOwner(owner_);
 }
@@ -90,10 +86,26 @@ uint64_t HttpRangeSource::TensorEndAfter(uint64_t pos) const {
   return it == tensor_ends_.end() ? size_ : std::min(*it, size_);
 }
 
+Status HttpRangeSource::ShutDownError() const {
+  return Status::IOError(fetcher_->describe() + ": source shut down");
+}
+
+void HttpRangeSource::Shutdown() {
+  cancel_.store(true);
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    stopping_ = true;
+  }
+  queue_cv_.notify_all();
+  cache_->WakeWaiters();
+}
+
 StatusOr<size_t> HttpRangeSource::ReadAt(uint64_t offset, size_t length, char* dst) const {
   if (offset >= size_ || length == 0) return size_t{0};
+  if (cancel_.load()) return ShutDownError();
   length = static_cast<size_t>(std::min<uint64_t>(length, size_ - offset));
   reads_.fetch_add(1, std::memory_order_relaxed);
+  const Deadline deadline = fetcher_->DeadlineFromNow();
   const uint64_t end = offset + length;
   Status status;
   if (end <= prefix_.size()) {
@@ -104,13 +116,13 @@ StatusOr<size_t> HttpRangeSource::ReadAt(uint64_t offset, size_t length, char* d
     // once (ReadHeader reads it once), without filling the cache.
     size_t head = static_cast<size_t>(prefix_.size() - offset);
     std::memcpy(dst, prefix_.data() + offset, head);
-    status =
-        fetcher_->Fetch(prefix_.size(), length - head, {{dst + head, length - head}}, &cancel_);
+    status = fetcher_->Fetch(prefix_.size(), length - head, {{dst + head, length - head}},
+                             &cancel_, deadline);
     if (status.ok() && offset == 8 && end == header_end_) {
       LearnTensorEnds(std::string_view(dst, length));
     }
   } else {
-    status = ReadThroughCache(offset, length, dst);
+    status = ReadThroughCache(offset, length, dst, deadline);
   }
   if (!status.ok()) {
     read_errors_.fetch_add(1, std::memory_order_relaxed);
@@ -120,91 +132,127 @@ StatusOr<size_t> HttpRangeSource::ReadAt(uint64_t offset, size_t length, char* d
   return length;
 }
 
-Status HttpRangeSource::ReadThroughCache(uint64_t offset, size_t length, char* dst) const {
+Status HttpRangeSource::ReadThroughCache(uint64_t offset, size_t length, char* dst,
+                                         Deadline deadline) const {
   const uint64_t end = offset + length;
   const uint64_t first = offset / block_size_;
   const uint64_t last = (end - 1) / block_size_;
-  std::vector<std::shared_ptr<CachedBlock>> blocks;
-  std::vector<bool> mine;
-  blocks.reserve(last - first + 1);
-  for (uint64_t index = first; index <= last; ++index) {
-    uint64_t block_offset = index * block_size_;
-    size_t block_length = static_cast<size_t>(std::min(block_size_, size_ - block_offset));
-    BlockCache::Found found;
-    blocks.push_back(cache_->Acquire(owner_, index, block_offset, block_length,
-                                     /*prefetch=*/false, &found));
-    mine.push_back(found == BlockCache::Found::kCreated);
-    switch (found) {
-      case BlockCache::Found::kReady:
+  // Each block the read touches: a pinned cache block (created by this read
+  // or not), or none when the cache had no room; then the read's own bytes
+  // of it are fetched straight into `dst`.
+  struct Touched {
+    std::shared_ptr<CachedBlock> block;
+    bool mine = false;  // created here: this read must fetch and complete it
+    uint64_t from = 0;  // the read's bytes of the block: [from, to)
+    uint64_t to = 0;
+  };
+  std::vector<Touched> touched;
+  Status status;
+  try {
+    touched.reserve(last - first + 1);
+    for (uint64_t index = first; index <= last; ++index) {
+      uint64_t block_offset = index * block_size_;
+      size_t block_length = static_cast<size_t>(std::min(block_size_, size_ - block_offset));
+      Touched t;
+      t.from = std::max(offset, block_offset);
+      t.to = std::min(end, block_offset + block_length);
+      BlockCache::Found found;
+      t.block = cache_->Acquire(owner_, index, block_offset, block_length, /*prefetch=*/false,
+                                &found);
+      t.mine = found == BlockCache::Found::kCreated;
+      if (found == BlockCache::Found::kReady) {
         hits_.fetch_add(1, std::memory_order_relaxed);
-        break;
-      case BlockCache::Found::kLoading:
+      } else if (found == BlockCache::Found::kLoading) {
         waits_.fetch_add(1, std::memory_order_relaxed);
-        break;
-      default:
+      } else {
         misses_.fetch_add(1, std::memory_order_relaxed);
-        break;
+      }
+      touched.push_back(std::move(t));
     }
-  }
-  const bool sequential = ScheduleReadahead(offset, length, last);
+    const bool sequential = ScheduleReadahead(offset, length, last);
 
-  // Fetch the blocks this reader created, one request per consecutive run.
-  // Every created block is completed (ready or failed) before returning, so
-  // no other reader waits forever on it.
-  Status first_error;
-  for (size_t i = 0; i < blocks.size();) {
-    if (!mine[i]) {
-      ++i;
-      continue;
+    // Fetch what this read created (one request per run of consecutive
+    // blocks) and what had no room (one request per run, into dst).
+    for (size_t i = 0; i < touched.size() && status.ok();) {
+      const bool direct = !touched[i].block;
+      if (!direct && !touched[i].mine) {
+        ++i;
+        continue;
+      }
+      size_t j = i;
+      while (j + 1 < touched.size() && !touched[j + 1].block == direct &&
+             (direct || touched[j + 1].mine)) {
+        ++j;
+      }
+      if (direct) {
+        uint64_t from = touched[i].from;
+        uint64_t count = touched[j].to - from;
+        direct_reads_.fetch_add(1, std::memory_order_relaxed);
+        status = fetcher_->Fetch(from, count, {{dst + (from - offset), count}}, &cancel_, deadline);
+      } else {
+        std::vector<std::shared_ptr<CachedBlock>> run;
+        for (size_t k = i; k <= j; ++k) run.push_back(touched[k].block);
+        status = FetchBlocks(run, deadline);
+      }
+      i = j + 1;
     }
-    size_t j = i;
-    while (j + 1 < blocks.size() && mine[j + 1]) ++j;
-    std::vector<std::shared_ptr<CachedBlock>> run(blocks.begin() + i, blocks.begin() + j + 1);
-    if (first_error.ok()) {
-      first_error = FetchBlocks(run);
-    } else {
-      for (const auto& block : run) cache_->Complete(block, first_error);
-    }
-    i = j + 1;
-  }
-  if (!first_error.ok()) return first_error;
 
-  char* out = dst;
-  for (const auto& block : blocks) {
-    RETURN_IF_ERROR(cache_->Wait(block));
-    uint64_t from = std::max(offset, block->offset);
-    uint64_t to = std::min(end, block->offset + block->length);
-    std::memcpy(out, block->data.get() + (from - block->offset), to - from);
-    out += to - from;
-    // Past the end of a block, a sequential reader is done with the block
-    // before it (one block of lag: FUSE threads deliver a scan's reads a
-    // little out of order, and a straggler must not find its block gone).
-    if (sequential && to == block->offset + block->length && block->index > 0) {
-      cache_->MarkConsumed(owner_, block->index - 1);
+    for (size_t i = 0; i < touched.size() && status.ok(); ++i) {
+      const Touched& t = touched[i];
+      if (!t.block) continue;
+      status = cache_->Wait(t.block, deadline, &cancel_);
+      if (!status.ok()) break;
+      const CachedBlock& block = *t.block;
+      std::memcpy(dst + (t.from - offset), block.data.get() + (t.from - block.offset), t.to - t.from);
+      // Past the end of a block, a sequential reader is done with the block
+      // before it (one block of lag: FUSE threads deliver a scan's reads a
+      // little out of order, and a straggler must not find its block gone).
+      if (sequential && t.to == block.offset + block.length && block.index > 0) {
+        cache_->MarkConsumed(owner_, block.index - 1);
+      }
     }
+  } catch (const std::exception& e) {
+    status = Status::IOError(fetcher_->describe() + ": read failed: " + e.what());
   }
-  return Status::OK();
+  if (cancel_.load() && !status.ok()) status = ShutDownError();
+  // Whatever happened above, every block this read created is completed (a
+  // no-op when it already was) and every pin released: no other reader may
+  // wait for ever on a block this read abandoned.
+  for (const Touched& t : touched) {
+    if (!t.block) continue;
+    if (t.mine) {
+      cache_->Complete(t.block, status.ok() ? Status::IOError(fetcher_->describe() +
+                                                              ": read abandoned")
+                                            : status);
+    }
+    cache_->Release(t.block);
+  }
+  return status;
 }
 
-Status HttpRangeSource::FetchBlocks(const std::vector<std::shared_ptr<CachedBlock>>& run) const {
-  std::vector<BodySegment> segments;
-  uint64_t total = 0;
+Status HttpRangeSource::FetchBlocks(const std::vector<std::shared_ptr<CachedBlock>>& run,
+                                    Deadline deadline) const {
   Status status;
-  for (const auto& block : run) {
-    block->data = cache_->TakeBuffer(block->length);
-    if (!block->data) {
-      status = Status::ResourceExhausted(fetcher_->describe() + ": out of memory for a " +
-                                         std::to_string(block->length) + "-byte block");
-      break;
+  in_flight_.fetch_add(1, std::memory_order_relaxed);
+  try {
+    std::vector<BodySegment> segments;
+    uint64_t total = 0;
+    for (const auto& block : run) {
+      block->data = cache_->TakeBuffer(block->length);
+      if (!block->data) {
+        status = Status::ResourceExhausted(fetcher_->describe() + ": out of memory for a " +
+                                           std::to_string(block->length) + "-byte block");
+        break;
+      }
+      segments.push_back({block->data.get(), block->length});
+      total += block->length;
     }
-    segments.push_back({block->data.get(), block->length});
-    total += block->length;
+    if (status.ok() && before_fetch_) before_fetch_(run.front()->offset, total);
+    if (status.ok()) status = fetcher_->Fetch(run.front()->offset, total, segments, &cancel_, deadline);
+  } catch (const std::exception& e) {
+    status = Status::IOError(fetcher_->describe() + ": fetch failed: " + e.what());
   }
-  if (status.ok()) {
-    in_flight_.fetch_add(1, std::memory_order_relaxed);
-    status = fetcher_->Fetch(run.front()->offset, total, segments, &cancel_);
-    in_flight_.fetch_sub(1, std::memory_order_relaxed);
-  }
+  in_flight_.fetch_sub(1, std::memory_order_relaxed);
   for (const auto& block : run) cache_->Complete(block, status);
   return status;
 }
@@ -227,6 +275,7 @@ bool HttpRangeSource::ScheduleReadahead(uint64_t offset, size_t length, uint64_t
   if (limit <= from * block_size_) return sequential;
   uint64_t to = (limit - 1) / block_size_;
   std::vector<std::shared_ptr<CachedBlock>> created;
+  const Deadline deadline = fetcher_->DeadlineFromNow();
   for (uint64_t index = from; index <= to; ++index) {
     uint64_t block_offset = index * block_size_;
     size_t block_length = static_cast<size_t>(std::min(block_size_, size_ - block_offset));
@@ -249,9 +298,14 @@ bool HttpRangeSource::ScheduleReadahead(uint64_t offset, size_t length, uint64_t
   }
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
-    for (auto& block : created) queue_.push_back(std::move(block));
+    if (!stopping_) {
+      for (auto& block : created) queue_.push_back({std::move(block), deadline});
+      created.clear();
+    }
   }
   queue_cv_.notify_all();
+  // Shut down meanwhile: the workers may be gone, so nobody else would.
+  for (auto& block : created) cache_->Complete(block, ShutDownError());
   return sequential;
 }
 
@@ -265,19 +319,19 @@ void HttpRangeSource::StartWorkers() const {
 
 void HttpRangeSource::WorkerLoop() const {
   for (;;) {
-    std::shared_ptr<CachedBlock> block;
+    Queued item;
     {
       std::unique_lock<std::mutex> lock(queue_mu_);
       queue_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;
-      block = std::move(queue_.front());
+      item = std::move(queue_.front());
       queue_.pop_front();
     }
     if (cancel_.load()) {
-      cache_->Complete(block, Status::Unavailable(fetcher_->describe() + ": source closed"));
+      cache_->Complete(item.block, ShutDownError());
       continue;
     }
-    (void)FetchBlocks({block});  // errors reach readers through the block
+    (void)FetchBlocks({item.block}, item.deadline);  // errors reach readers through the block
   }
 }
 
@@ -298,6 +352,7 @@ std::string HttpRangeSource::StatsJson() const {
   field(&out, "cache_bytes", cache.bytes);
   field(&out, "cache_blocks", cache.blocks);
   field(&out, "cache_spare_bytes", cache.spare_bytes);
+  field(&out, "cache_other_bytes", cache.other_bytes);
   field(&out, "readahead_max", readahead_max_);
   field(&out, "reads", reads_.load());
   field(&out, "bytes_read", bytes_read_.load());
@@ -307,6 +362,7 @@ std::string HttpRangeSource::StatsJson() const {
   field(&out, "misses", misses_.load());
   field(&out, "readahead_blocks", readahead_blocks_.load());
   field(&out, "readahead_unused", cache.prefetch_unused);
+  field(&out, "direct_reads", direct_reads_.load());
   field(&out, "evictions", cache.evictions);
   field(&out, "recycled", cache.recycled);
   field(&out, "requests", f.requests.load());
@@ -320,6 +376,8 @@ std::string HttpRangeSource::StatsJson() const {
   out += fetcher_->stale() ? "true" : "false";
   out += ",\"etag\":";
   AppendJsonString(&out, fetcher_->identity().etag);
+  out += ",\"pinned_by\":";
+  AppendJsonString(&out, fetcher_->identity().pinned_by());
   out += "}\n";
   return out;
 }
@@ -343,8 +401,10 @@ StatusOr<std::unique_ptr<ByteSource>> OpenRemoteSource(const std::string& locati
   settings.ca_file = options.ca_file;
   settings.user_agent = options.user_agent;
   settings.connect_timeout = options.connect_timeout;
-  settings.stall_timeout = options.stall_timeout;
-  settings.request_timeout = options.request_timeout;
+  settings.min_speed = options.min_speed;
+  settings.speed_window = options.stall_timeout;
+  // Each curl handle's receive buffer counts in the cache budget.
+  settings.account_memory = [cache](int64_t bytes) { cache->Account(bytes); };
 
   std::string url = location;
   std::string describe = RedactUrl(location);
@@ -360,10 +420,18 @@ StatusOr<std::unique_ptr<ByteSource>> OpenRemoteSource(const std::string& locati
       settings.extra_headers.push_back("Authorization: Bearer " + options.hub_token);
     }
   }
-  RetryPolicy retry{options.retries, options.retry_delay, options.retry_max_delay};
+  RetryPolicy retry{options.retries, options.retry_delay, options.retry_max_delay,
+                    options.timeout};
   auto fetcher = std::make_unique<RangeFetcher>(url, describe, std::move(settings), retry,
                                                 options.max_redirects);
   ASSIGN_OR_RETURN(std::string prefix, fetcher->Probe(kProbeBytes, nullptr));
+  const ObjectIdentity& id = fetcher->identity();
+  if (id.etag.empty()) {
+    std::fprintf(stderr,
+                 "stfs: %s: the server sends no ETag; a replaced object is detected by %s\n",
+                 describe.c_str(),
+                 id.last_modified.empty() ? "its size only" : "Last-Modified (and size)");
+  }
   std::unique_ptr<ByteSource> source =
       std::make_unique<HttpRangeSource>(std::move(fetcher), std::move(prefix), options, cache);
   return source;

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -43,10 +44,20 @@ class HttpRangeSource final : public ByteSource {
   timespec ModificationTime() const override { return fetcher_->identity().mtime; }
   int FileDescriptor() const override { return -1; }
   std::string StatsJson() const override;
+  void Shutdown() override;
 
  private:
-  Status ReadThroughCache(uint64_t offset, size_t length, char* dst) const;
-  Status FetchBlocks(const std::vector<std::shared_ptr<CachedBlock>>& run) const;
+  struct Queued {
+    std::shared_ptr<CachedBlock> block;
+    Deadline deadline;  // from when it was queued: a reader waiting on it waits no longer
+  };
+
+  Status ReadThroughCache(uint64_t offset, size_t length, char* dst, Deadline deadline) const;
+  // Fetches consecutive blocks with one request and completes each (ready
+  // or failed, also when something throws).
+  Status FetchBlocks(const std::vector<std::shared_ptr<CachedBlock>>& run,
+                     Deadline deadline) const;
+  Status ShutDownError() const;
   // Records the read in the pattern tracker and starts read-ahead for a
   // sequential stream; returns true when the read continues one.
   bool ScheduleReadahead(uint64_t offset, size_t length, uint64_t last_block) const;
@@ -66,6 +77,7 @@ class HttpRangeSource final : public ByteSource {
   const int connections_;
   const std::shared_ptr<BlockCache> cache_;
   const uint64_t owner_;
+  const std::function<void(uint64_t, uint64_t)> before_fetch_;  // tests only
 
   mutable ReadPatternTracker pattern_;
   mutable std::atomic<bool> cancel_{false};
@@ -76,7 +88,7 @@ class HttpRangeSource final : public ByteSource {
   mutable std::once_flag workers_started_;
   mutable std::mutex queue_mu_;
   mutable std::condition_variable queue_cv_;
-  mutable std::deque<std::shared_ptr<CachedBlock>> queue_;  // guarded by queue_mu_
+  mutable std::deque<Queued> queue_;                        // guarded by queue_mu_
   mutable bool stopping_ = false;                           // guarded by queue_mu_
   mutable std::vector<std::thread> workers_;
 
@@ -88,6 +100,7 @@ class HttpRangeSource final : public ByteSource {
   mutable std::atomic<uint64_t> misses_{0};
   mutable std::atomic<uint64_t> readahead_blocks_{0};
   mutable std::atomic<uint64_t> read_errors_{0};
+  mutable std::atomic<uint64_t> direct_reads_{0};  // fetched past the cache (no room)
   mutable std::atomic<int> in_flight_{0};
 };
 

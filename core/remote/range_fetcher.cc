@@ -30,6 +30,15 @@ bool IsWeakETag(const std::string& etag) {
   return etag.size() >= 2 && etag.compare(0, 2, "W/") == 0;
 }
 
+bool IsHttps(const std::string& url) {
+  return url.size() >= 8 && EqualsNoCase(std::string_view(url).substr(0, 8), "https://");
+}
+
+std::chrono::milliseconds TimeLeft(Deadline deadline) {
+  auto left = deadline - std::chrono::steady_clock::now();
+  return std::chrono::ceil<std::chrono::milliseconds>(left);
+}
+
 // Sleeps `delay`, waking early when `cancel` becomes true.
 void SleepUnlessCancelled(std::chrono::milliseconds delay, const std::atomic<bool>* cancel) {
   auto until = std::chrono::steady_clock::now() + delay;
@@ -93,49 +102,70 @@ Status RangeFetcher::MarkStale(const std::string& why) {
 StatusOr<std::string> RangeFetcher::Probe(uint64_t probe_length, const std::atomic<bool>* cancel) {
   std::string bytes(probe_length, '\0');
   std::vector<BodySegment> segments{{bytes.data(), bytes.size()}};
-  RETURN_IF_ERROR(RunWithRetries(Mode::kProbe, 0, probe_length, segments, cancel));
+  RETURN_IF_ERROR(
+      RunWithRetries(Mode::kProbe, 0, probe_length, segments, cancel, DeadlineFromNow()));
   bytes.resize(std::min<uint64_t>(identity_.size, probe_length));
   return bytes;
 }
 
 Status RangeFetcher::Fetch(uint64_t offset, uint64_t length,
                            const std::vector<BodySegment>& segments,
-                           const std::atomic<bool>* cancel) {
+                           const std::atomic<bool>* cancel, Deadline deadline) {
   if (length == 0) return Status::OK();
   if (offset > identity_.size || length > identity_.size - offset) {
     return Status::OutOfRange(describe_ + ": " + RangeText(offset, length) + " is past the end (" +
                               std::to_string(identity_.size) + " bytes)");
   }
-  return RunWithRetries(Mode::kFetch, offset, length, segments, cancel);
+  return RunWithRetries(Mode::kFetch, offset, length, segments, cancel, deadline);
+}
+
+Status RangeFetcher::OutOfTime(uint64_t offset, uint64_t length, const Status& last) const {
+  std::string why = describe_ + ": no complete answer for " + RangeText(offset, length) +
+                    " within " + std::to_string(retry_.timeout.count()) + " ms (-o timeout)";
+  if (!last.ok()) why += "; last error: " + last.message();
+  return Status::IOError(why);
 }
 
 Status RangeFetcher::RunWithRetries(Mode mode, uint64_t offset, uint64_t length,
                                     const std::vector<BodySegment>& segments,
-                                    const std::atomic<bool>* cancel) {
+                                    const std::atomic<bool>* cancel, Deadline deadline) {
+  Status last;
   for (int attempt = 0;; ++attempt) {
     if (stale_.load()) return MarkStale("");
-    if (cancel && cancel->load()) return Status::Unavailable(describe_ + ": source closed");
-    Attempt a = Exchange(mode, offset, length, segments, cancel);
+    if (cancel && cancel->load()) return Status::IOError(describe_ + ": source shut down");
+    if (TimeLeft(deadline).count() <= 0) {
+      counters_.failures.fetch_add(1);
+      return OutOfTime(offset, length, last);
+    }
+    Attempt a = Exchange(mode, offset, length, segments, cancel, deadline);
     if (a.status.ok()) return a.status;
-    if (!a.retryable || (cancel && cancel->load())) {
+    last = a.status;
+    if (cancel && cancel->load()) {
+      counters_.failures.fetch_add(1);
+      return Status::IOError(describe_ + ": source shut down");
+    }
+    if (!a.retryable) {
       counters_.failures.fetch_add(1);
       return a.status;
     }
     if (attempt >= retry_.retries) {
       counters_.failures.fetch_add(1);
-      Status final = Status::IOError(a.status.message() + " (gave up after " +
-                                     std::to_string(attempt + 1) + " attempts)");
-      std::fprintf(stderr, "stfs: %s\n", final.message().c_str());
-      return final;
+      // Not logged here: the caller reports it once (the mount logs each
+      // failed read, inspect prints one error line).
+      return Status::IOError(a.status.message() + " (gave up after " +
+                             std::to_string(attempt + 1) + " attempts)");
     }
     counters_.retries.fetch_add(1);
-    SleepUnlessCancelled(Backoff(attempt), cancel);
+    // Never sleep past the deadline: the next round reports it.
+    SleepUnlessCancelled(std::min(Backoff(attempt), std::max(TimeLeft(deadline),
+                                                             std::chrono::milliseconds(0))),
+                         cancel);
   }
 }
 
 RangeFetcher::Attempt RangeFetcher::Exchange(Mode mode, uint64_t offset, uint64_t length,
                                              const std::vector<BodySegment>& segments,
-                                             const std::atomic<bool>* cancel) {
+                                             const std::atomic<bool>* cancel, Deadline deadline) {
   HttpRequest request;
   request.has_range = true;
   request.first = offset;
@@ -155,11 +185,13 @@ RangeFetcher::Attempt RangeFetcher::Exchange(Mode mode, uint64_t offset, uint64_
   for (;;) {
     request.url = url;
     request.send_extra_headers = !origin_.empty() && UrlOrigin(url) == origin_;
+    request.time_limit = TimeLeft(deadline);
     HttpResponse r = client_.Perform(request, segments, describe_, cancel);
     counters_.requests.fetch_add(1);
     counters_.bytes_fetched.fetch_add(r.body_bytes);
     if (r.transport_error) {
       const Status& e = *r.transport_error;
+      if (r.timed_out) return {OutOfTime(offset, length, e), false};
       // A refused connection at open is a wrong URL far more often than a
       // restarting server: say so at once instead of after every backoff.
       bool retryable = r.transport_retryable && !(mode == Mode::kProbe && r.connect_failed);
@@ -175,6 +207,13 @@ RangeFetcher::Attempt RangeFetcher::Exchange(Mode mode, uint64_t offset, uint64_
       if (++hops > max_redirects_) {
         return {Status::IOError(describe_ + ": more than " + std::to_string(max_redirects_) +
                                 " redirects"),
+                false};
+      }
+      if (IsHttps(url) && !IsHttps(r.redirect_url)) {
+        // Following would send the request (and any token) in clear text and
+        // trust bytes nobody can vouch for.
+        return {Status::IOError(describe_ + ": refusing a redirect from https to " +
+                                RedactUrl(r.redirect_url)),
                 false};
       }
       url = r.redirect_url;

@@ -35,7 +35,12 @@ struct RetryPolicy {
   int retries = 5;
   std::chrono::milliseconds delay{200};
   std::chrono::milliseconds max_delay{10'000};
+  // Most time one range read may take, every attempt, backoff and redirect
+  // included.
+  std::chrono::milliseconds timeout{60'000};
 };
+
+using Deadline = std::chrono::steady_clock::time_point;
 
 // The object as first seen; later answers must match it.
 struct ObjectIdentity {
@@ -43,6 +48,14 @@ struct ObjectIdentity {
   std::string etag;           // as sent by the server, quotes included
   std::string last_modified;  // HTTP date
   timespec mtime{0, 0};       // Last-Modified, or 0
+
+  // What later answers are checked against, strongest first: "etag",
+  // "last_modified", or "size" when the server sent neither.
+  const char* pinned_by() const {
+    if (!etag.empty()) return "etag";
+    if (!last_modified.empty()) return "last_modified";
+    return "size";
+  }
 };
 
 class RangeFetcher {
@@ -55,14 +68,19 @@ class RangeFetcher {
 
   // Asks for bytes [0, probe_length) (the whole object when smaller), learns
   // the object's size and validator from the answer and returns the bytes.
+  // Ends within the policy's timeout.
   StatusOr<std::string> Probe(uint64_t probe_length, const std::atomic<bool>* cancel);
 
   // Fetches exactly bytes [offset, offset+length) of the object seen by
-  // Probe into `segments` (whose lengths sum to `length`). Errors: Stale when
-  // the object changed, IOError when retries ran out or the server breaks the
-  // protocol, NotFound when it is gone.
+  // Probe into `segments` (whose lengths sum to `length`), giving up at
+  // `deadline`. Errors: Stale when the object changed, IOError when retries
+  // or time ran out, the server breaks the protocol or `cancel` was set,
+  // NotFound when it is gone.
   Status Fetch(uint64_t offset, uint64_t length, const std::vector<BodySegment>& segments,
-               const std::atomic<bool>* cancel);
+               const std::atomic<bool>* cancel, Deadline deadline);
+
+  // The deadline of a read starting now.
+  Deadline DeadlineFromNow() const { return std::chrono::steady_clock::now() + retry_.timeout; }
 
   const ObjectIdentity& identity() const { return identity_; }
   const FetchCounters& counters() const { return counters_; }
@@ -77,9 +95,12 @@ class RangeFetcher {
   enum class Mode { kProbe, kFetch };
 
   Status RunWithRetries(Mode mode, uint64_t offset, uint64_t length,
-                        const std::vector<BodySegment>& segments, const std::atomic<bool>* cancel);
+                        const std::vector<BodySegment>& segments, const std::atomic<bool>* cancel,
+                        Deadline deadline);
   Attempt Exchange(Mode mode, uint64_t offset, uint64_t length,
-                   const std::vector<BodySegment>& segments, const std::atomic<bool>* cancel);
+                   const std::vector<BodySegment>& segments, const std::atomic<bool>* cancel,
+                   Deadline deadline);
+  Status OutOfTime(uint64_t offset, uint64_t length, const Status& last) const;
   Attempt JudgeProbe(const HttpResponse& r, uint64_t length);
   Attempt JudgeFetch(const HttpResponse& r, uint64_t offset, uint64_t length);
   Attempt JudgeError(const HttpResponse& r, const std::string& what);

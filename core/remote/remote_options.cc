@@ -192,20 +192,25 @@ StatusOr<bool> ApplyRemoteOption(std::string_view option, RemoteOptions* options
   } else if (key == "retries") {
     status = count_option(&options->retries, 0, 100);
   } else if (key == "max_redirects") {
-    status = count_option(&options->max_redirects, 0, 50);
+    status = count_option(&options->max_redirects, 0, 20);
   } else if (key == "retry_delay") {
     status = duration_option(&options->retry_delay);
   } else if (key == "retry_max_delay") {
     status = duration_option(&options->retry_max_delay);
   } else if (key == "connect_timeout") {
     status = duration_option(&options->connect_timeout);
-  } else if (key == "stall_timeout") {
+  } else if (key == "min_speed") {
+    status = size_option(&options->min_speed, 0, 1ull << 40);
+  } else if (key == "stall_timeout" || key == "min_speed_time") {
     status = duration_option(&options->stall_timeout);
     if (status.ok() && options->stall_timeout.count() == 0) {
       status = BadValue(key, value, "a duration above zero");
     }
   } else if (key == "timeout") {
-    status = duration_option(&options->request_timeout);
+    status = duration_option(&options->timeout);
+    if (status.ok() && options->timeout.count() == 0) {
+      status = BadValue(key, value, "a duration above zero");
+    }
   } else if (key == "header") {
     status = need_value();
     if (status.ok()) status = AddHeader(value, options);
@@ -280,9 +285,12 @@ std::string RemoteOptionsHelp() {
          "    -o retry_delay=TIME      first backoff, doubled per retry (default 200ms)\n"
          "    -o retry_max_delay=TIME  longest backoff (default 10s)\n"
          "    -o connect_timeout=TIME  (default 10s)\n"
-         "    -o stall_timeout=TIME    abort and retry a transfer idle this long (default 30s)\n"
-         "    -o timeout=TIME          limit for one request (default none)\n"
-         "    -o max_redirects=N       (default 10)\n"
+         "    -o timeout=TIME          deadline of one read, retries and redirects included;\n"
+         "                             then EIO (default 60s)\n"
+         "    -o min_speed=SIZE        abort and retry a transfer slower than SIZE bytes/s\n"
+         "                             over stall_timeout (default 1K; 0 = off)\n"
+         "    -o stall_timeout=TIME    the window of min_speed, whole seconds (default 30s)\n"
+         "    -o max_redirects=N       redirects per request (default 5)\n"
          "    -o header='Name: value'  extra request header, repeatable; sent only to the\n"
          "                             location's own host (prefer STFS_HTTP_HEADER for tokens)\n"
          "    -o cafile=PATH           CA bundle for TLS verification\n"

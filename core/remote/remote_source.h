@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -39,12 +40,15 @@ struct RemoteOptions {
   std::chrono::milliseconds retry_delay{200};
   std::chrono::milliseconds retry_max_delay{10'000};
   std::chrono::milliseconds connect_timeout{10'000};
-  // A transfer that receives no byte for this long is aborted and retried.
+  // Deadline of one read (a ReadAt, or opening the object): every attempt,
+  // backoff and redirect included. A read that cannot finish in time fails
+  // with IOError (EIO in a mount).
+  std::chrono::milliseconds timeout{60'000};
+  // A transfer slower than min_speed bytes/s over stall_timeout (the speed
+  // window, whole seconds) is aborted and retried; 0 disables the check.
+  uint64_t min_speed = 1024;
   std::chrono::milliseconds stall_timeout{30'000};
-  // Limit on one whole request (0 = none; block-sized requests normally
-  // finish long before).
-  std::chrono::milliseconds request_timeout{0};
-  int max_redirects = 10;
+  int max_redirects = 5;
   // Extra request headers, "Name: value". Sent only to the origin (scheme,
   // host, port) of the location itself, never to a redirect target elsewhere.
   std::vector<std::string> headers;
@@ -57,6 +61,9 @@ struct RemoteOptions {
   // Optional cache shared between sources (e.g. the shards of one mount);
   // null: the source makes its own with cache_size.
   std::shared_ptr<BlockCache> cache;
+  // Fault injection for tests: called before each block fetch with its
+  // offset and length; may throw.
+  std::function<void(uint64_t, uint64_t)> before_fetch_for_tests;
 };
 
 // True for http://, https:// and hf:// locations.

@@ -17,15 +17,17 @@ namespace {
 constexpr size_t kBlock = 1000;
 
 // Acquires block `index` as a demand read and, when created, completes it
-// filled with the byte `index`.
+// filled with the byte `index`. The read then ends (Release) unless
+// `keep_pinned`, as if its reader were still copying from it.
 std::shared_ptr<CachedBlock> Load(BlockCache& cache, uint64_t owner, uint64_t index,
-                                  BlockCache::Found* found) {
+                                  BlockCache::Found* found, bool keep_pinned = false) {
   auto block = cache.Acquire(owner, index, index * kBlock, kBlock, false, found);
   if (*found == BlockCache::Found::kCreated) {
     block->data = cache.TakeBuffer(kBlock);
     std::memset(block->data.get(), static_cast<int>(index), kBlock);
     cache.Complete(block, Status::OK());
   }
+  if (block && !keep_pinned) cache.Release(block);
   return block;
 }
 
@@ -54,7 +56,7 @@ TEST(BlockCache, EvictedBlockStaysReadableForItsHolder) {
   BlockCache cache(kBlock);
   uint64_t owner = cache.NewOwner();
   BlockCache::Found found;
-  auto held = Load(cache, owner, 7, &found);
+  auto held = Load(cache, owner, 7, &found, /*keep_pinned=*/true);
   Load(cache, owner, 8, &found);  // evicts 7 from the cache
   EXPECT_EQ(cache.Stats().blocks, 1u);
   ASSERT_TRUE(held->data);
@@ -114,10 +116,62 @@ TEST(BlockCache, BufferHeldByAReaderIsNotReused) {
   BlockCache cache(kBlock);
   uint64_t owner = cache.NewOwner();
   BlockCache::Found found;
-  auto held = Load(cache, owner, 0, &found);
+  auto held = Load(cache, owner, 0, &found, /*keep_pinned=*/true);
   auto next = Load(cache, owner, 1, &found);
   EXPECT_NE(next->data.get(), held->data.get());
   EXPECT_EQ(held->data.get()[0], 0);
+  cache.Release(held);
+}
+
+TEST(BlockCache, CompleteCountsOnlyOnce) {
+  BlockCache cache(10 * kBlock);
+  uint64_t owner = cache.NewOwner();
+  BlockCache::Found found;
+  auto block = cache.Acquire(owner, 0, 0, kBlock, false, &found);
+  block->data = AllocateBlockBuffer(kBlock);
+  cache.Complete(block, Status::OK());
+  cache.Complete(block, Status::IOError("late cleanup"));  // ignored: already ready
+  EXPECT_TRUE(cache.Wait(block).ok());
+  cache.Release(block);
+  Load(cache, owner, 0, &found);
+  EXPECT_EQ(found, BlockCache::Found::kReady);
+}
+
+TEST(BlockCache, WaitEndsAtItsDeadlineOrWhenCancelled) {
+  BlockCache cache(10 * kBlock);
+  uint64_t owner = cache.NewOwner();
+  BlockCache::Found found;
+  auto block = cache.Acquire(owner, 0, 0, kBlock, false, &found);  // never completed here
+  auto start = std::chrono::steady_clock::now();
+  Status timed = cache.Wait(block, start + std::chrono::milliseconds(100));
+  EXPECT_EQ(timed.code(), StatusCode::kIOError) << timed.ToString();
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(100));
+  std::atomic<bool> cancel{false};
+  Status cancelled;
+  std::thread waiter([&] { cancelled = cache.Wait(block, Deadline::max(), &cancel); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  start = std::chrono::steady_clock::now();
+  cancel.store(true);
+  cache.WakeWaiters();
+  waiter.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  EXPECT_EQ(cancelled.code(), StatusCode::kIOError);
+  cache.Complete(block, Status::IOError("gone"));
+  cache.Release(block);
+}
+
+TEST(BlockCache, AccountedMemoryCountsInTheBudget) {
+  BlockCache cache(4 * kBlock);
+  uint64_t owner = cache.NewOwner();
+  BlockCache::Found found;
+  for (uint64_t i = 0; i < 4; ++i) Load(cache, owner, i, &found);
+  cache.Account(2 * kBlock);  // e.g. two transfer buffers: two blocks go
+  BlockCacheStats stats = cache.Stats();
+  EXPECT_EQ(stats.other_bytes, 2 * kBlock);
+  EXPECT_LE(stats.bytes + stats.spare_bytes + stats.other_bytes, 4 * kBlock);
+  EXPECT_EQ(stats.blocks, 2u);
+  cache.Account(-2 * static_cast<int64_t>(kBlock));
+  EXPECT_EQ(cache.Stats().other_bytes, 0u);
 }
 
 TEST(BlockCache, PrefetchNeverExceedsTheBudget) {
@@ -130,14 +184,21 @@ TEST(BlockCache, PrefetchNeverExceedsTheBudget) {
   auto c = cache.Acquire(owner, 2, 2 * kBlock, kBlock, true, &found);
   EXPECT_EQ(found, BlockCache::Found::kNoRoom);
   EXPECT_EQ(c, nullptr);
-  // A demand read still gets its block, briefly over budget.
+  // Nor does a demand read (its reader fetches past the cache).
   auto d = cache.Acquire(owner, 3, 3 * kBlock, kBlock, false, &found);
-  EXPECT_EQ(found, BlockCache::Found::kCreated);
-  for (auto& block : {a, b, d}) {
+  EXPECT_EQ(found, BlockCache::Found::kNoRoom);
+  EXPECT_EQ(d, nullptr);
+  for (auto& block : {a, b}) {
     block->data = AllocateBlockBuffer(kBlock);
     cache.Complete(block, Status::OK());
+    cache.Release(block);
   }
   EXPECT_LE(cache.Stats().bytes, 2 * kBlock);
+  // Once they are ready, a demand read evicts one.
+  d = cache.Acquire(owner, 3, 3 * kBlock, kBlock, false, &found);
+  EXPECT_EQ(found, BlockCache::Found::kCreated);
+  cache.Complete(d, Status::IOError("not needed"));
+  cache.Release(d);
 }
 
 TEST(BlockCache, ManyReadersShareOneFetch) {
@@ -158,6 +219,7 @@ TEST(BlockCache, ManyReadersShareOneFetch) {
         cache.Complete(block, Status::OK());
       }
       if (!cache.Wait(block).ok() || block->data.get()[123] != 42) bad.fetch_add(1);
+      cache.Release(block);
     });
   }
   for (auto& t : readers) t.join();
@@ -209,6 +271,7 @@ TEST(BlockCache, CountsPrefetchedBlocksEvictedUnread) {
   uint64_t owner = cache.NewOwner();
   BlockCache::Found found;
   auto p = cache.Acquire(owner, 0, 0, kBlock, true, &found);
+  ASSERT_EQ(found, BlockCache::Found::kCreated);
   p->data = AllocateBlockBuffer(kBlock);
   cache.Complete(p, Status::OK());
   Load(cache, owner, 1, &found);

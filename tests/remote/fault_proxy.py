@@ -22,8 +22,11 @@ whole object), wrong_range (Content-Range start and end shifted by one),
 drop_range (a 206 without Content-Range), gzip_label (Content-Encoding: gzip
 on the unchanged bytes),
 short_body (half the body, then close), etag (replace the ETag with `etag`),
-drop_etag (remove the ETag), strip_preconditions (drop If-Match and
-If-Unmodified-Since). `every=K` applies the fault to requests K, 2K, 3K, ...
+drop_etag (remove the ETag), drop_validators (remove ETag and Last-Modified),
+strip_preconditions (drop If-Match and If-Unmodified-Since), hang (read the
+request, then answer nothing for `seconds`), trickle (the right headers, then
+the body one byte a second), endless_error (answer `status` with a body that
+never ends), redirect_loop (302 to the same URL, for ever). `every=K` applies the fault to requests K, 2K, 3K, ...
 (default 1: all); `limit=L` to at most L requests (default: no limit).
 
 Paths: /signed/PATH answers 302 to /PATH?sig=G (G the current generation);
@@ -140,6 +143,25 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if hit and fault == "status":
             self.send_plain(config["status"], b"injected")
             return
+        if hit and fault == "hang":
+            time.sleep(config["seconds"])
+            self.close_connection = True
+            return
+        if hit and fault == "redirect_loop":
+            self.send_plain(302, b"", {"Location": self.path})
+            return
+        if hit and fault == "endless_error":
+            self.send_response(config["status"])
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            chunk = b"<p>error</p>\n" * 512
+            self.close_connection = True
+            try:
+                while True:
+                    self.wfile.write(chunk)
+            except OSError:
+                return
         if hit and fault == "reset":
             reset_socket(self.connection)
             self.close_connection = True
@@ -182,6 +204,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             out_headers = [(k, config["etag"] if k.lower() == "etag" else v) for k, v in out_headers]
         if hit and fault == "drop_etag":
             out_headers = [(k, v) for k, v in out_headers if k.lower() != "etag"]
+        if hit and fault == "drop_validators":
+            out_headers = [(k, v) for k, v in out_headers
+                           if k.lower() not in ("etag", "last-modified")]
 
         self.send_response(response.status)
         for k, v in out_headers:
@@ -202,6 +227,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self.wfile.flush()
                 time.sleep(config["seconds"])
                 self.close_connection = True
+                return
+            if hit and fault == "trickle":
+                for i in range(len(body)):
+                    self.wfile.write(body[i:i + 1])
+                    self.wfile.flush()
+                    time.sleep(1.0)
                 return
             if hit and fault == "short_body":
                 self.wfile.write(body[:half])

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -38,6 +39,13 @@ class RemoteMount : public MountTest {
   std::string Serve(const std::string& bytes, const std::string& name = "model.safetensors") {
     WriteSource(bytes, name);
     return nginx_->Url("/" + name);
+  }
+
+  // Starts the fault proxy in front of nginx.
+  void StartProxy() {
+    std::string error;
+    proxy_ = FaultProxy::Start(nginx_->Url(""), &error);
+    ASSERT_NE(proxy_, nullptr) << error;
   }
 
   std::vector<LoggedRequest> Logged() const {
@@ -128,9 +136,7 @@ TEST_F(RemoteMount, ServerErrorsAreEioAndTheMountStaysUp) {
   std::vector<TestTensor> tensors = {{"a", DType::U8, {3 * kMiB}, ""},
                                      {"b", DType::U8, {3 * kMiB}, ""}};
   Serve(BuildSafetensors(tensors));
-  std::string error;
-  proxy_ = FaultProxy::Start(nginx_->Url(""), &error);
-  ASSERT_NE(proxy_, nullptr) << error;
+  ASSERT_NO_FATAL_FAILURE(StartProxy());
   std::string mnt = MountFile(proxy_->Url("/model.safetensors"),
                               {"-o", "retries=1,retry_delay=10ms,block_size=1M"});
   ASSERT_FALSE(mnt.empty());
@@ -209,6 +215,45 @@ TEST_F(RemoteMount, StatsFileReportsWhatWasFetched) {
   uint64_t fetched = 0;
   for (const LoggedRequest& r : Logged()) fetched += r.bytes;
   EXPECT_EQ(fetched, src["bytes_fetched"].get<uint64_t>());
+}
+
+TEST_F(RemoteMount, InspectOfAServerThatNeverAnswersEndsWithOneLine) {
+  Serve(FileWithTensorSizes({kMiB}));
+  ASSERT_NO_FATAL_FAILURE(StartProxy());
+  proxy_->Set("fault=hang&seconds=60");
+  auto start = std::chrono::steady_clock::now();
+  CommandResult r = RunStfs(
+      {"inspect", proxy_->Url("/model.safetensors"), "-o", "timeout=2s,min_speed=0"}, 20000);
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_LT(seconds, 10.0);
+  ASSERT_EQ(Lines(r.err).size(), 1u) << r.err;
+  EXPECT_EQ(r.err.rfind("stfs: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("timeout"), std::string::npos) << r.err;
+}
+
+TEST_F(RemoteMount, TrickleInsideAMountIsEioWithinTheDeadlineAndTheMountStaysUp) {
+  std::vector<TestTensor> tensors = {{"a", DType::U8, {2 * kMiB}, ""},
+                                     {"b", DType::U8, {3 * kMiB}, ""}};
+  Serve(BuildSafetensors(tensors));
+  ASSERT_NO_FATAL_FAILURE(StartProxy());
+  std::string mnt = MountFile(proxy_->Url("/model.safetensors"),
+                              {"-o", "timeout=3s,min_speed=0,block_size=1M,readahead=0"});
+  ASSERT_FALSE(mnt.empty());
+  proxy_->Set("fault=trickle");
+  int err = 0;
+  auto start = std::chrono::steady_clock::now();
+  ReadFile(mnt + "/b/data", &err, 2 * kMiB, 4096);
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(err, EIO) << std::strerror(err);
+  EXPECT_LT(seconds, 12.0);
+  EXPECT_TRUE(IsMounted(mnt));
+  proxy_->Set("fault=none");
+  EXPECT_EQ(ReadFile(mnt + "/b/data", &err), tensors[1].bytes);
+  EXPECT_EQ(err, 0);
 }
 
 TEST_F(RemoteMount, UnreachableServerIsRefusedWithOneLine) {

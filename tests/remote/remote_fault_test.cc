@@ -124,7 +124,9 @@ TEST_F(RemoteFaults, StalledTransferIsAbortedAndRetried) {
   auto start = std::chrono::steady_clock::now();
   ASSERT_EQ(CheckRead(*source, file_, 2 << 20, 5000), "");
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_LT(seconds, 8.0);
+  // libcurl judges speed over its last ~5 s of samples, so a transfer that
+  // stops after a fast burst is caught about 5 s + stall_timeout later.
+  EXPECT_LT(seconds, 15.0);
   EXPECT_EQ(Stats(*source)["retries"].get<uint64_t>(), 1u);
 }
 
@@ -136,7 +138,7 @@ TEST_F(RemoteFaults, TransferThatAlwaysStallsEndsInIOError) {
   proxy_->Set("fault=stall&seconds=20");
   Status s = ReadError(*source, 2 << 20);
   EXPECT_EQ(s.code(), StatusCode::kIOError);
-  EXPECT_NE(s.message().find("stalled"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("too slow"), std::string::npos) << s.message();
 }
 
 TEST_F(RemoteFaults, ServerIgnoringRangeIsAnErrorAndNotRetried) {

@@ -169,6 +169,7 @@ std::unique_ptr<NginxServer> NginxServer::Start(const std::string& root, std::st
             "    root " << root << ";\n"
             "    location /redirect/ { rewrite ^/redirect/(.*)$ /$1 redirect; }\n"
             "    location /loop/ { return 302 /loop/; }\n"
+            "    location ~ ^/to_http/(.*)$ { return 302 http://127.0.0.1:" << port << "/$1; }\n"
             "    location /hub/ { rewrite ^/hub/[^/]+/[^/]+/resolve/[^/]+/(.*)$ /$1 redirect; }\n"
             "  }\n"
             "}\n";
