@@ -47,14 +47,12 @@ std::string DriverTooOld() {
   int driver = 0;
   (void)cudaDriverGetVersion(&driver);
   const int major = CUDART_VERSION / 1000, minor = CUDART_VERSION % 1000 / 10;
-  std::string msg = "CUDA driver too old: stfs-gpu uses the CUDA " + std::to_string(major) + "." +
-                    std::to_string(minor) + " runtime, which needs a driver for CUDA >= " + std::to_string(major) +
-                    ".0";
-  if (MinimumDriverFor(major) > 0) msg += " (Linux driver >= " + std::to_string(MinimumDriverFor(major)) + ")";
-  msg += driver > 0 ? "; the installed driver supports CUDA " + std::to_string(driver / 1000) + "." +
-                          std::to_string(driver % 1000 / 10)
-                    : "; no driver version could be read";
-  return msg;
+  std::string needs = "stfs-gpu uses the CUDA " + std::to_string(major) + "." + std::to_string(minor) +
+                      " runtime, which needs a driver for CUDA >= " + std::to_string(major) + ".0";
+  if (MinimumDriverFor(major) > 0) needs += " (Linux driver >= " + std::to_string(MinimumDriverFor(major)) + ")";
+  if (driver == 0) return "no CUDA driver found (libcuda.so.1): " + needs;
+  return "CUDA driver too old: " + needs + "; the installed driver supports CUDA " + std::to_string(driver / 1000) +
+         "." + std::to_string(driver % 1000 / 10);
 }
 
 // Turns a CUDA error into the most specific Status, naming `what`.

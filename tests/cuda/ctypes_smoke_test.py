@@ -14,8 +14,8 @@ import struct
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "core", "cuda", "python"))
-import stfs_gpu  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+from stfs import _native as stfs_gpu  # noqa: E402
 
 
 def write_safetensors(path, tensors):

@@ -1,9 +1,12 @@
 """ctypes binding of libstfs_gpu.so (the C ABI in core/cuda/stfs_gpu.h).
 
-Standard library only. It knows nothing of torch: callers pass raw
-addresses (tensor.data_ptr()) and streams (torch.cuda.current_stream().cuda_stream).
+Standard library only; the friendly API (load_file, safe_open, shard) is in
+stfs/__init__.py. It knows nothing of torch: callers pass raw addresses
+(tensor.data_ptr()) and streams (torch.cuda.current_stream().cuda_stream).
 Every failure raises StfsGpuError carrying the C code name and the
 library's one-line message; nothing here keeps a pointer beyond a call.
+find_library() looks for the .so: $STFS_GPU_LIBRARY, next to this package,
+the repository's build/ trees, then the system loader's path.
 
     lib = StfsGpu("build/core/cuda/libstfs_gpu.so")
     with lib.open("model.safetensors") as src, lib.loader() as ld:
@@ -74,11 +77,26 @@ def _slice_bytes(spec):
     return spec.encode() if isinstance(spec, str) else bytes(spec)
 
 
+def find_library():
+    """Path of libstfs_gpu.so to load (see the top of this file)."""
+    env = os.environ.get("STFS_GPU_LIBRARY")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))
+    for candidate in (os.path.join(here, "libstfs_gpu.so"),
+                      os.path.join(root, "build", "core", "cuda", "libstfs_gpu.so"),
+                      os.path.join(root, "build-gpu-check", "core", "cuda", "libstfs_gpu.so")):
+        if os.path.isfile(candidate):
+            return candidate
+    return "libstfs_gpu.so"
+
+
 class StfsGpu:
     """The loaded library."""
 
     def __init__(self, path=None):
-        path = path or os.environ.get("STFS_GPU_LIBRARY", "libstfs_gpu.so")
+        path = path or find_library()
         self.lib = ctypes.CDLL(path)
         L = self.lib
         vp, sz, u64, i32 = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint64, ctypes.c_int
@@ -205,7 +223,7 @@ class Loader:
         specs = [_slice_bytes(spec) for _, spec, _, _ in requests]
         array = (_Request * len(requests))()
         for i, (index, _, dst, capacity) in enumerate(requests):
-            array[i] = _Request(index, specs[i], dst, capacity)
+            array[i] = _Request(index, specs[i], dst or None, capacity)
         self.gpu.check(self.gpu.lib.stfs_gpu_load_batch(self.handle, source.handle, array, len(requests),
                                                         ctypes.c_void_p(stream or 0)))
 
