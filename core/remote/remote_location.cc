@@ -8,8 +8,19 @@
 namespace stfs {
 namespace {
 
-// Percent-encodes every byte outside RFC 3986 unreserved characters, and
-// '/' too unless `keep_slash`.
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+bool StartsWithNoCase(std::string_view s, std::string_view prefix) {
+  return s.size() >= prefix.size() && Lower(s.substr(0, prefix.size())) == prefix;
+}
+
+}  // namespace
+
 std::string PercentEncode(std::string_view text, bool keep_slash) {
   static const char kHex[] = "0123456789ABCDEF";
   std::string out;
@@ -26,19 +37,6 @@ std::string PercentEncode(std::string_view text, bool keep_slash) {
   }
   return out;
 }
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-
-bool StartsWithNoCase(std::string_view s, std::string_view prefix) {
-  return s.size() >= prefix.size() && Lower(s.substr(0, prefix.size())) == prefix;
-}
-
-}  // namespace
 
 StatusOr<HubLocation> ParseHubLocation(std::string_view location) {
   const std::string_view kScheme = "hf://";

@@ -30,6 +30,10 @@ StatusOr<HubLocation> ParseHubLocation(std::string_view location);
 // path segment percent-encoded.
 std::string HubResolveUrl(const HubLocation& hub, std::string_view endpoint);
 
+// Percent-encodes every byte outside RFC 3986 unreserved characters
+// (A-Z a-z 0-9 - . _ ~), and '/' too unless `keep_slash`; hex in upper case.
+std::string PercentEncode(std::string_view text, bool keep_slash);
+
 // Returns `url` without user:password@, query string and fragment.
 std::string RedactUrl(std::string_view url);
 

@@ -1,0 +1,47 @@
+// The two S3 XML documents stfs reads: a ListObjectsV2 result and an error.
+//
+// No XML library is among stfs's dependencies, and these documents are flat
+// and small, so a strict scanner reads them in one linear pass: elements,
+// attributes (skipped), comments and the XML declaration; a DOCTYPE or CDATA
+// section is refused rather than half-understood, and so is nesting deeper
+// than 16. Text is entity-decoded (&amp; &lt; &gt; &quot; &apos; &#N; &#xH;).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace stfs {
+
+struct S3Object {
+  std::string key;
+  uint64_t size = 0;
+  std::string etag;  // as listed, quotes included
+};
+
+struct S3ListPage {
+  std::vector<S3Object> objects;              // Contents
+  std::vector<std::string> common_prefixes;   // CommonPrefixes/Prefix
+  bool truncated = false;                     // IsTruncated
+  std::string next_continuation_token;        // NextContinuationToken
+};
+
+// Parses a ListObjectsV2 response body (root ListBucketResult). Corruption
+// for anything malformed; an <Error> document gives its S3 error.
+StatusOr<S3ListPage> ParseS3ListPage(std::string_view xml);
+
+struct S3Error {
+  std::string code;     // e.g. "AccessDenied", "NoSuchKey"
+  std::string message;
+};
+
+// Parses an S3 <Error> document; Corruption when `xml` is not one.
+StatusOr<S3Error> ParseS3Error(std::string_view xml);
+
+// Decodes the five predefined XML entities and numeric character references.
+StatusOr<std::string> DecodeXmlText(std::string_view text);
+
+}  // namespace stfs
