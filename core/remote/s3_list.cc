@@ -15,38 +15,41 @@ bool EndsWith(std::string_view s, std::string_view suffix) {
 
 }  // namespace
 
-std::string S3ListQuery(std::string_view prefix, std::string_view continuation_token) {
+std::string S3ListQuery(std::string_view prefix, std::string_view continuation_token, int page_size) {
   std::string query;
   if (!continuation_token.empty()) {
     query += "continuation-token=" + PercentEncode(continuation_token, /*keep_slash=*/false) + "&";
   }
-  query += "delimiter=%2F&list-type=2&prefix=" + PercentEncode(prefix, /*keep_slash=*/false);
+  query += "delimiter=%2F&list-type=2&";
+  if (page_size > 0) query += "max-keys=" + std::to_string(page_size) + "&";
+  query += "prefix=" + PercentEncode(prefix, /*keep_slash=*/false);
   return query;
 }
 
 StatusOr<std::string> S3ListUrl(const S3Endpoint& endpoint, std::string_view bucket,
-                                std::string_view prefix, std::string_view continuation_token) {
+                                std::string_view prefix, std::string_view continuation_token,
+                                int page_size) {
   ASSIGN_OR_RETURN(std::string url, S3ObjectUrl(endpoint, bucket, ""));
-  return url + "?" + S3ListQuery(prefix, continuation_token);
+  return url + "?" + S3ListQuery(prefix, continuation_token, page_size);
 }
 
 StatusOr<std::vector<S3Object>> ListS3Prefix(const S3Endpoint& endpoint, std::string_view bucket,
                                              std::string_view prefix, const S3PageGetter& get,
-                                             size_t max_entries) {
+                                             const S3ListLimits& limits) {
   std::string where = "s3://" + std::string(bucket) + "/" + std::string(prefix);
   std::vector<S3Object> objects;
   size_t entries = 0;
   std::unordered_set<std::string> tokens_seen;
   std::string token;
   do {
-    ASSIGN_OR_RETURN(std::string url, S3ListUrl(endpoint, bucket, prefix, token));
+    ASSIGN_OR_RETURN(std::string url, S3ListUrl(endpoint, bucket, prefix, token, limits.page_size));
     StatusOr<std::string> body = get(url);
     if (!body.ok()) return body.status().WithContext("listing " + where);
     StatusOr<S3ListPage> page = ParseS3ListPage(*body);
     if (!page.ok()) return page.status().WithContext("listing " + where);
     entries += page->objects.size() + page->common_prefixes.size();
-    if (entries > max_entries) {
-      return Status::ResourceExhausted("listing " + where + ": more than " + std::to_string(max_entries) +
+    if (entries > limits.max_entries) {
+      return Status::ResourceExhausted("listing " + where + ": more than " + std::to_string(limits.max_entries) +
                                        " objects and sub-prefixes");
     }
     for (S3Object& object : page->objects) objects.push_back(std::move(object));

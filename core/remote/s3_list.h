@@ -21,24 +21,30 @@
 namespace stfs {
 
 // Returns the canonical (sorted, SigV4-encoded) query of one ListObjectsV2
-// page: [continuation-token=T&]delimiter=%2F&list-type=2&prefix=P. libcurl
-// signs the query as written, so it must already be in canonical order.
-std::string S3ListQuery(std::string_view prefix, std::string_view continuation_token);
+// page: [continuation-token=T&]delimiter=%2F&list-type=2[&max-keys=N]&prefix=P
+// (max-keys when `page_size` > 0). libcurl signs the query as written, so it
+// must already be in canonical order.
+std::string S3ListQuery(std::string_view prefix, std::string_view continuation_token, int page_size = 0);
 
 // Returns the URL of one ListObjectsV2 page of `bucket`.
 StatusOr<std::string> S3ListUrl(const S3Endpoint& endpoint, std::string_view bucket,
-                                std::string_view prefix, std::string_view continuation_token);
+                                std::string_view prefix, std::string_view continuation_token,
+                                int page_size = 0);
 
 // Fetches the body of a 2xx answer to a GET of `url` (signed as the caller
 // sees fit), or an error that names what went wrong.
 using S3PageGetter = std::function<StatusOr<std::string>(const std::string& url)>;
 
 // Lists the objects directly under `prefix` (a key ending in '/' or "") of
-// `bucket`, page after page. ResourceExhausted beyond `max_entries` objects
-// and sub-prefixes; Corruption when a page repeats a continuation token.
+// `bucket`, page after page. ResourceExhausted beyond `limits.max_entries`
+// objects and sub-prefixes; Corruption when a page repeats a continuation token.
+struct S3ListLimits {
+  size_t max_entries = 100'000;
+  int page_size = 0;  // max-keys; 0: the server's default (1000 on AWS)
+};
 StatusOr<std::vector<S3Object>> ListS3Prefix(const S3Endpoint& endpoint, std::string_view bucket,
                                              std::string_view prefix, const S3PageGetter& get,
-                                             size_t max_entries = 100'000);
+                                             const S3ListLimits& limits = {});
 
 // What a prefix holds as a checkpoint. Names are relative to the prefix.
 struct S3PrefixContents {

@@ -103,6 +103,7 @@ TEST(S3ListXml, ErrorDocumentGivesItsCode) {
 TEST(S3List, QueryIsCanonicalAndEncoded) {
   EXPECT_EQ(S3ListQuery("a b/c+", ""), "delimiter=%2F&list-type=2&prefix=a%20b%2Fc%2B");
   EXPECT_EQ(S3ListQuery("", "1/x=="), "continuation-token=1%2Fx%3D%3D&delimiter=%2F&list-type=2&prefix=");
+  EXPECT_EQ(S3ListQuery("m", "", 7), "delimiter=%2F&list-type=2&max-keys=7&prefix=m");
   S3Endpoint local{"http://127.0.0.1:9", "", S3Addressing::kAuto};
   EXPECT_EQ(*S3ListUrl(local, "bucket", "m/", ""),
             "http://127.0.0.1:9/bucket/?delimiter=%2F&list-type=2&prefix=m%2F");
@@ -146,7 +147,7 @@ TEST(S3List, StopsOnRepeatedTokensTooManyEntriesAndErrors) {
     ++n;
     return Page(Contents("m/x.safetensors", 1) + Contents("m/y.safetensors", 1), true, "t" + std::to_string(n));
   };
-  StatusOr<std::vector<S3Object>> capped = ListS3Prefix(local, "b", "m/", endless, 9);
+  StatusOr<std::vector<S3Object>> capped = ListS3Prefix(local, "b", "m/", endless, S3ListLimits{9, 0});
   ASSERT_FALSE(capped.ok());
   EXPECT_EQ(capped.status().code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(n, 5);

@@ -21,6 +21,34 @@ extern char** environ;
 namespace stfs::testing {
 namespace {
 
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Splits a log line on spaces, keeping "..." quoted fields whole (quotes dropped).
+std::vector<std::string> SplitLogLine(const std::string& line) {
+  std::vector<std::string> fields;
+  std::string cur;
+  bool quoted = false;
+  for (char c : line) {
+    if (c == '"') {
+      quoted = !quoted;
+    } else if (c == ' ' && !quoted) {
+      fields.push_back(cur);
+      cur.clear();
+    } else {
+      cur.push_back(c);
+    }
+  }
+  fields.push_back(cur);
+  return fields;
+}
+
+}  // namespace
+
 // Returns a port nothing listens on right now (the OS picks it).
 int FreePort() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -75,34 +103,6 @@ void Stop(pid_t pid) {
   int status = 0;
   ::waitpid(pid, &status, 0);
 }
-
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Splits a log line on spaces, keeping "..." quoted fields whole (quotes dropped).
-std::vector<std::string> SplitLogLine(const std::string& line) {
-  std::vector<std::string> fields;
-  std::string cur;
-  bool quoted = false;
-  for (char c : line) {
-    if (c == '"') {
-      quoted = !quoted;
-    } else if (c == ' ' && !quoted) {
-      fields.push_back(cur);
-      cur.clear();
-    } else {
-      cur.push_back(c);
-    }
-  }
-  fields.push_back(cur);
-  return fields;
-}
-
-}  // namespace
 
 std::string HttpGet(int port, const std::string& path_and_query) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);

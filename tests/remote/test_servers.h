@@ -88,6 +88,17 @@ class FaultProxy {
   int port_ = 0;
 };
 
+// Returns a port nothing listens on right now (the OS picks it), or 0.
+int FreePort();
+// True when something accepts connections on 127.0.0.1:port.
+bool CanConnect(int port);
+// Starts argv[0] (searched in PATH) with `argv`; returns its pid or -1.
+pid_t Spawn(const std::vector<std::string>& argv);
+// True when the child `pid` has exited (and reaps it).
+bool Exited(pid_t pid);
+// Ends the child `pid`: SIGTERM, then SIGKILL after 2 s; reaps it.
+void Stop(pid_t pid);
+
 // Sends a GET to 127.0.0.1:port and returns the body ("" on failure).
 std::string HttpGet(int port, const std::string& path_and_query);
 
