@@ -229,17 +229,24 @@ StatusOr<NodeAttr> Filesystem::Lookup(InodeId parent, std::string_view name) con
 }
 
 size_t DirListing::size() const {
-  if (view_ != nullptr) return 3;
+  if (view_ != nullptr || evicted_view_dir_ != 0) return 3;
   return children_ == nullptr ? 0 : children_->size();
 }
 
 std::string_view DirListing::NameAt(size_t index) const {
-  if (view_ != nullptr) return Filesystem::kSliceFileNames[index + 1];
+  if (view_ != nullptr || evicted_view_dir_ != 0) return Filesystem::kSliceFileNames[index + 1];
   return fs_->nodes_[(*children_)[index] - 1].name;
 }
 
 NodeAttr DirListing::AttrAt(size_t index) const {
   if (view_ != nullptr) return fs_->SliceAttr(*view_, static_cast<Filesystem::SliceRole>(index + 1));
+  if (evicted_view_dir_ != 0) {
+    NodeAttr attr;
+    attr.ino = evicted_view_dir_ + index + 1;
+    attr.mode = S_IFREG | 0444;
+    attr.mtime = fs_->mtime_;
+    return attr;
+  }
   InodeId child = (*children_)[index];
   return fs_->AttrOf(child, fs_->nodes_[child - 1]);
 }
@@ -249,8 +256,14 @@ StatusOr<DirListing> Filesystem::OpenDir(InodeId ino) const {
   listing.fs_ = this;
   if (IsSliceInode(ino)) {
     SliceRole role;
-    ASSIGN_OR_RETURN(listing.view_, FindSlice(ino, &role));
+    StatusOr<std::shared_ptr<const SliceView>> view = FindSlice(ino, &role);
+    if (view.status().code() == StatusCode::kStale && slice_views_->IsViewDirectory(ino)) {
+      listing.evicted_view_dir_ = ino;
+      return listing;
+    }
+    if (!view.ok()) return view.status();
     if (role != SliceRole::kDir) return Status::InvalidArgument("not a directory");
+    listing.view_ = std::move(*view);
     return listing;
   }
   const Node* dir = Find(ino);

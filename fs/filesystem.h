@@ -90,12 +90,17 @@ class DirListing {
   // data() is NUL-terminated.
   std::string_view NameAt(size_t index) const;
   NodeAttr AttrAt(size_t index) const;
+  // False for the listing of an evicted slice view's directory: its names
+  // and inode numbers are known, not its sizes; a lookup (which answers
+  // Stale) makes the kernel look the view up again.
+  bool attributes_known() const { return evicted_view_dir_ == 0; }
 
  private:
   friend class Filesystem;
   const Filesystem* fs_ = nullptr;
   const std::vector<InodeId>* children_ = nullptr;  // static directories
   std::shared_ptr<const SliceView> view_;          // a slice view's directory
+  InodeId evicted_view_dir_ = 0;                   // an evicted view's directory
 };
 
 // An open file. For a slice view's files it pins the view, so reads keep

@@ -15,7 +15,10 @@
 // on which the kernel's path walk looks the name up again (LOOKUP_REVAL) and
 // gets a fresh view under a new inode number. Open files and directory
 // handles hold a shared_ptr to their view, so reads through them never see
-// it go.
+// it go. An evicted view's directory still lists its three names (without
+// attributes, which the kernel then looks up and so gets the fresh view);
+// only a relative path from a working directory inside an evicted view
+// fails with ESTALE, as there is no path for the kernel to walk again.
 //
 // Thread-safe: one mutex guards the maps and the LRU list; it is never held
 // while reading the source or planning a slice.
@@ -65,6 +68,10 @@ class SliceViewCache {
   std::shared_ptr<const SliceView> Find(InodeId ino);
   // True for an inode number this cache handed out (live or evicted).
   bool WasIssued(InodeId ino) const;
+  // True for a view directory's inode number (live or evicted).
+  bool IsViewDirectory(InodeId ino) const {
+    return WasIssued(ino) && (ino - first_ino_) % kInodesPerView == 0;
+  }
   // Counts one kernel reference to `ino` (a lookup or readdirplus entry).
   void Remember(InodeId ino);
   // Drops `count` kernel references to `ino` (FORGET).

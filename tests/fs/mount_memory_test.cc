@@ -131,7 +131,13 @@ TEST_F(Mount, EvictedSliceViewsComeBackOnTheNextPathWalk) {
   EXPECT_EQ(std::string(buf, 4), tensors[0].bytes.substr(28, 4));
   ::close(pinned);
   EXPECT_EQ(ReadWholeFile(slices + "7/shape"), "[2]\n");
+  // 8 was evicted long ago: its listing still holds its names, and what
+  // they name is served.
   EXPECT_EQ(ListDir(slices + "8"), (std::vector<std::string>{"data", "dtype", "shape"}));
+  struct stat data_st;
+  ASSERT_EQ(::stat((slices + "8/data").c_str(), &data_st), 0) << std::strerror(errno);
+  EXPECT_EQ(data_st.st_size, 4);
+  EXPECT_EQ(ReadWholeFile(slices + "8/data"), tensors[0].bytes.substr(32, 4));
   // Spellings of one selection share one directory.
   struct stat a, b;
   ASSERT_EQ(::stat((slices + "0:4").c_str(), &a), 0);

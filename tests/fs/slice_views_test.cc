@@ -112,7 +112,14 @@ TEST_F(SliceViewsTest, EvictedViewIsStaleAndALookupMakesItAfresh) {
   EXPECT_EQ(fs->GetAttr(first_data).status().code(), StatusCode::kStale);
   EXPECT_EQ(fs->Lookup(first->ino, "data").status().code(), StatusCode::kStale);
   EXPECT_EQ(fs->Open(first_data).status().code(), StatusCode::kStale);
-  EXPECT_EQ(fs->OpenDir(first->ino).status().code(), StatusCode::kStale);
+  // Its directory still lists its names (not its sizes); its files are Stale.
+  auto listing = fs->OpenDir(first->ino);
+  ASSERT_TRUE(listing.ok());
+  EXPECT_FALSE(listing->attributes_known());
+  ASSERT_EQ(listing->size(), 3u);
+  EXPECT_EQ(listing->NameAt(0), "data");
+  EXPECT_EQ(listing->AttrAt(0).ino, first_data);
+  EXPECT_EQ(fs->OpenDir(first_data).status().code(), StatusCode::kStale);
   // Never-issued inode numbers are simply not found.
   EXPECT_EQ(fs->GetAttr(first->ino + 1000000).status().code(), StatusCode::kNotFound);
   auto again = fs->Lookup(slices, "10:20");
