@@ -98,7 +98,10 @@ void BlockCache::EvictFor(uint64_t incoming) {
   for (auto it = lru_.end(); Used() + incoming > budget_ && it != lru_.begin();) {
     auto victim = std::prev(it);
     auto entry = entries_.find(*victim);
-    if (entry->second.block->state != CachedBlock::State::kReady) {
+    // Blocks being fetched or copied from stay: dropping one would not free
+    // its memory, only stop counting it.
+    const CachedBlock& block = *entry->second.block;
+    if (block.state != CachedBlock::State::kReady || block.pins > 0) {
       it = victim;
       continue;
     }

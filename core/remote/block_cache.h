@@ -4,8 +4,9 @@
 // any two readers of the same bytes meet at the same entry: the first one to
 // ask creates it and fetches it, everyone else waits for that one fetch.
 // Ready blocks are evicted least recently used first; blocks being fetched
-// are never evicted. A reader keeps a block's memory alive while copying
-// from it (shared_ptr), so eviction never pulls bytes from under a reader.
+// or copied from (pinned) are never evicted, so the memory counted is the
+// memory held. A reader also keeps a block alive while copying from it
+// (shared_ptr), so even DropOwner never pulls bytes from under a reader.
 // Buffers of evicted blocks no reader has pinned are recycled for new
 // blocks, since touching fresh memory (page faults) costs more than the
 // network on loopback. Pins are counted under the cache's lock (never by

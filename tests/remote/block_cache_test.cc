@@ -52,16 +52,19 @@ TEST(BlockCache, EvictsLeastRecentlyUsedWithinBudget) {
   EXPECT_EQ(found, BlockCache::Found::kCreated);
 }
 
-TEST(BlockCache, EvictedBlockStaysReadableForItsHolder) {
+TEST(BlockCache, PinnedBlockIsNotEvicted) {
   BlockCache cache(kBlock);
   uint64_t owner = cache.NewOwner();
   BlockCache::Found found;
   auto held = Load(cache, owner, 7, &found, /*keep_pinned=*/true);
-  Load(cache, owner, 8, &found);  // evicts 7 from the cache
-  EXPECT_EQ(cache.Stats().blocks, 1u);
-  ASSERT_TRUE(held->data);
-  EXPECT_EQ(held->data.get()[0], 7);
+  EXPECT_EQ(Load(cache, owner, 8, &found), nullptr);  // 7 is being copied from
+  EXPECT_EQ(found, BlockCache::Found::kNoRoom);
   EXPECT_EQ(held->data.get()[kBlock - 1], 7);
+  cache.Release(held);
+  Load(cache, owner, 8, &found);  // now 7 goes
+  EXPECT_EQ(found, BlockCache::Found::kCreated);
+  EXPECT_EQ(cache.Stats().evictions, 1u);
+  EXPECT_EQ(cache.Stats().blocks, 1u);
 }
 
 TEST(BlockCache, BuffersOfEvictedBlocksAreReused) {
@@ -117,9 +120,12 @@ TEST(BlockCache, BufferHeldByAReaderIsNotReused) {
   uint64_t owner = cache.NewOwner();
   BlockCache::Found found;
   auto held = Load(cache, owner, 0, &found, /*keep_pinned=*/true);
+  cache.DropOwner(owner);  // removed while a reader copies from it
   auto next = Load(cache, owner, 1, &found);
+  ASSERT_NE(next, nullptr);
   EXPECT_NE(next->data.get(), held->data.get());
   EXPECT_EQ(held->data.get()[0], 0);
+  EXPECT_EQ(next->data.get()[0], 1);
   cache.Release(held);
 }
 
