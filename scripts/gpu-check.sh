@@ -1,19 +1,29 @@
 #!/usr/bin/env bash
 # gpu-check.sh: build stfs-gpu, run its tests and benchmark it, in one run.
 #
-# On a GPU machine (the lent H200): builds only the CUDA target, its tests,
-# libstfs_gpu.so and the benchmark; runs the tests (device bytes compared
-# with the file's bytes); then measures, in the same invocation,
-#   (a) the pinned host->device cudaMemcpy ceiling,
-#   (b) stfs loading a generated BF16 model from /dev/shm: whole, and a 1/W
-#       row shard and a 1/W column shard of every 2-D tensor,
-#   (c) safetensors.safe_open(framework="pt", device="cuda:0") get_tensor /
-#       get_slice on the same file (after checking stfs equals it bit for bit),
-# and prints GB/s and the ratios the issue asks for.
-# With --cpu-only (machines without a GPU): the same build and tests (device
-# tests skip), a small model through the host copy engine, and a ratio
-# against a plain sequential read. No figure is printed that was not
-# measured in this run.
+# On a GPU machine (the lent H200), in one command of a few minutes:
+#   1. builds only the GPU target, its tests, libstfs_gpu.so and the benchmark;
+#   2. runs the CPU suite, the device suite (device discipline, streams,
+#      refused destinations, many destinations, every dtype, every rank's
+#      shards), the ctypes smoke test and the Python package's tests, with
+#      STFS_GPU_REQUIRE_DEVICE=1: a device skip, a missing GoogleTest, a
+#      missing torch/safetensors or a zero test count is a FAILURE, never a pass;
+#   3. measures, end to end and the same for both sides (from nothing open to
+#      every tensor on cuda:0 and synchronised, allocation included): the
+#      pinned host->device ceiling (every CUDA return code checked);
+#      stfs.load_file vs safetensors.torch.load_file(path, device="cuda:0"),
+#      and a 1/W row and column shard vs safe_open(...).get_slice, on a
+#      generated BF16 model in /dev/shm and in the page cache; stfs's bytes
+#      are checked against safetensors' bit for bit; the column shard's bytes
+#      read and copied against its size; host staging;
+#   4. prints the ratios against the targets (whole >= 0.9x the ceiling and
+#      >= 5x safetensors; column shard moved <= 1.1x; staging <= 512 MiB).
+# When $OUT is set, the full log goes to $OUT/gpu-check.log and the results
+# to $OUT/gpu-check-results.txt (RESULT lines) and $OUT/gpu-check-summary.txt.
+# With --cpu-only (machines without a GPU): the same build and the CPU tests
+# (device tests skip), and the host engine on a small model. No figure is
+# printed that was not measured in this run. Exit status 0 only when every
+# test passed (and, on a GPU, every comparison with safetensors).
 #
 # Usage: scripts/gpu-check.sh [--cpu-only] [--size-gib N] [--world W]
 #                             [--build-dir DIR] [--jobs N] [--keep-model]
@@ -41,7 +51,7 @@ while [[ $# -gt 0 ]]; do
     --jobs) JOBS=$2; shift ;;
     --keep-model) KEEP=1 ;;
     --fetch-deps) FETCH=1 ;;
-    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -51,6 +61,7 @@ DEPS="$ROOT/.gpu-deps"
 log() { printf '\n== %s\n' "$*"; }
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.0f", b - a }'; }
+fail_now() { echo "gpu-check: FAILED: $*" >&2; exit 1; }
 T_START=$(now)
 
 if [[ $FETCH == 1 ]]; then
@@ -63,21 +74,36 @@ if [[ $FETCH == 1 ]]; then
   exit 0
 fi
 
+if [[ -n "${OUT:-}" ]]; then
+  mkdir -p "$OUT"
+  exec > >(tee "$OUT/gpu-check.log") 2>&1
+fi
+
 # ---- where we are -------------------------------------------------------
 HAVE_GPU=0
-if [[ $CPU_ONLY == 0 ]] && command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
-  HAVE_GPU=1
-fi
+if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then HAVE_GPU=1; fi
 if [[ $CPU_ONLY == 0 && $HAVE_GPU == 0 ]]; then
-  echo "gpu-check: no GPU found (nvidia-smi); running the CPU parts only (--cpu-only)"
-  CPU_ONLY=1
+  fail_now "no GPU found (nvidia-smi -L); a device check cannot pass without one (--cpu-only runs the CPU parts)"
+fi
+# The Python used for the package tests and the benchmark: python3, or on a
+# CPU-only machine Debian's /usr/bin/python3 when only it has numpy.
+PY=python3
+if [[ $CPU_ONLY == 0 ]]; then
+  export STFS_GPU_REQUIRE_DEVICE=1
+  $PY -c 'import torch, safetensors, numpy' 2>/dev/null ||
+    fail_now "python3 lacks torch, safetensors or numpy: the device check compares stfs with safetensors.torch"
+else
+  unset STFS_GPU_REQUIRE_DEVICE
+  if ! $PY -c 'import numpy' 2>/dev/null && /usr/bin/python3 -c 'import numpy' 2>/dev/null; then PY=/usr/bin/python3; fi
 fi
 [[ -n "$JOBS" ]] || JOBS=$(( $(nproc) > 16 ? 16 : $(nproc) ))
 [[ -n "$BUILD" ]] || BUILD="$ROOT/build-gpu-check"
 if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then export PATH=/usr/local/cuda/bin:$PATH; fi
 log "machine: $(uname -m), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) memory"
-[[ $HAVE_GPU == 1 ]] && nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv,noheader
-nvcc --version | tail -1
+if [[ $HAVE_GPU == 1 ]]; then
+  nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv,noheader
+fi
+if command -v nvcc >/dev/null; then nvcc --version | tail -1; fi
 cmake --version | head -1
 
 # ---- dependencies: nlohmann-json and GoogleTest --------------------------
@@ -133,6 +159,8 @@ if [[ $SYSTEM_DEPS == 0 ]] || ! have_system_gtest; then
     cmake --build "$BUILD/_gtest" -j "$JOBS" >/dev/null
     cmake --install "$BUILD/_gtest" >/dev/null
     CMAKE_ARGS+=(-DGTest_DIR="$(dirname "$(find "$BUILD/_gtest/install" -name GTestConfig.cmake | head -1)")")
+  elif [[ $CPU_ONLY == 0 ]]; then
+    fail_now "GoogleTest not found and no .gpu-deps: run 'scripts/gpu-check.sh --fetch-deps' where apt works and carry .gpu-deps"
   else
     echo "gpu-check: GoogleTest not found and no .gpu-deps: building without the gtest suite" >&2
     TESTS=0
@@ -153,22 +181,63 @@ T0=$(now)
 mkdir -p "$BUILD"
 cmake -S "$ROOT" -B "$BUILD" "${CMAKE_ARGS[@]}" > "$BUILD/configure.log" 2>&1 || { cat "$BUILD/configure.log"; exit 1; }
 grep -E "stfs-gpu" "$BUILD/configure.log" || true
-TARGETS=(stfs_gpu stfs_gpu_shared stfs_gpu_bench)
-[[ $TESTS == 1 ]] && TARGETS+=(stfs_gpu_tests)
+HAVE_CUDA_ENGINE=0
+grep -q "STFS_GPU_HAVE_CUDA:INTERNAL=ON" "$BUILD/CMakeCache.txt" && HAVE_CUDA_ENGINE=1
+[[ $CPU_ONLY == 1 || $HAVE_CUDA_ENGINE == 1 ]] || fail_now "CMake found no CUDA compiler: the device check needs the CUDA engine"
+TARGETS=(stfs_gpu stfs_gpu_shared)
+[[ $HAVE_CUDA_ENGINE == 1 ]] && TARGETS+=(stfs_gpu_bench)
+if [[ $TESTS == 1 ]]; then
+  TARGETS+=(stfs_gpu_tests)
+  [[ $HAVE_CUDA_ENGINE == 1 ]] && TARGETS+=(stfs_gpu_device_tests)
+fi
 cmake --build "$BUILD" -j "$JOBS" --target "${TARGETS[@]}" 2>&1 | grep -E "error|warning: |Built target" || true
-[[ -x "$BUILD/core/cuda/stfs_gpu_bench" ]] || { echo "gpu-check: build failed" >&2; exit 1; }
-BENCH="$BUILD/core/cuda/stfs_gpu_bench"
 SO="$BUILD/core/cuda/libstfs_gpu.so"
+BENCH="$BUILD/core/cuda/stfs_gpu_bench"
+[[ -f "$SO" ]] || fail_now "build failed (no libstfs_gpu.so)"
+[[ $HAVE_CUDA_ENGINE == 0 || -x "$BENCH" ]] || fail_now "build failed (no stfs_gpu_bench)"
 echo "build: $(since "$T0") s"
 
 # ---- tests ---------------------------------------------------------------
 FAILED=0
+SUMMARY_LINES=()
+# Runs a gtest binary: fails on a failed test, on zero tests run, and on a
+# GPU machine on any skipped test.
+run_gtest() {
+  local bin=$1 out rc=0 ran skipped
+  if [[ ! -x "$bin" ]]; then
+    echo "gpu-check: $bin was not built" >&2; FAILED=1; SUMMARY_LINES+=("$(basename "$bin"): not built"); return
+  fi
+  out=$("$bin" 2>&1) || rc=$?
+  printf '%s\n' "$out" | grep -E '^\[ *(FAILED|SKIPPED) *\]|^\[==========\]|^\[  PASSED  \]|Failure|no CUDA device' | head -80 || true
+  ran=$(printf '%s\n' "$out" | sed -n 's/^\[==========\] \([0-9]*\) tests\{0,1\} from .* ran.*/\1/p' | tail -1)
+  skipped=$(printf '%s\n' "$out" | sed -n 's/^\[  SKIPPED \] \([0-9]*\) tests\{0,1\}, listed below.*/\1/p' | tail -1)
+  ran=${ran:-0}; skipped=${skipped:-0}
+  SUMMARY_LINES+=("$(basename "$bin"): $ran tests ran, $skipped skipped, exit status $rc")
+  [[ $rc == 0 ]] || FAILED=1
+  if [[ $ran == 0 ]]; then echo "gpu-check: $(basename "$bin") ran zero tests" >&2; FAILED=1; fi
+  if [[ $CPU_ONLY == 0 && $skipped != 0 ]]; then
+    echo "gpu-check: $(basename "$bin") skipped $skipped tests on a GPU machine" >&2; FAILED=1
+  fi
+}
 if [[ $TESTS == 1 ]]; then
-  log "stfs-gpu tests"
-  "$BUILD/tests/cuda/stfs_gpu_tests" --gtest_brief=1 2>&1 | tail -25 || FAILED=1
+  log "stfs-gpu CPU suite"
+  run_gtest "$BUILD/tests/cuda/stfs_gpu_tests"
+  if [[ $HAVE_CUDA_ENGINE == 1 ]]; then
+    log "stfs-gpu device suite (STFS_GPU_REQUIRE_DEVICE=${STFS_GPU_REQUIRE_DEVICE:-unset})"
+    run_gtest "$BUILD/tests/cuda/stfs_gpu_device_tests"
+  fi
 fi
 log "ctypes smoke test of libstfs_gpu.so"
-python3 "$ROOT/tests/cuda/ctypes_smoke_test.py" "$SO" || FAILED=1
+$PY "$ROOT/tests/cuda/ctypes_smoke_test.py" "$SO" || FAILED=1
+log "Python package (python/stfs)"
+PY_LOG="$BUILD/python-tests.log"
+(cd "$ROOT/tests/cuda" && STFS_GPU_LIBRARY="$SO" PYTHONPATH="$ROOT/python" $PY -m unittest -v test_stfs_python) \
+  >"$PY_LOG" 2>&1 || FAILED=1
+cat "$PY_LOG"
+if [[ $CPU_ONLY == 0 ]] && grep -q "skipped" "$PY_LOG"; then
+  echo "gpu-check: Python tests skipped on a GPU machine" >&2; FAILED=1
+fi
+SUMMARY_LINES+=("python package: $(tail -1 "$PY_LOG")")
 
 # ---- model ---------------------------------------------------------------
 if [[ $CPU_ONLY == 1 ]]; then
@@ -183,66 +252,51 @@ if [[ "$AVAIL" -lt $((MODEL_BYTES + (MODEL_BYTES >> 3) + (256 << 20))) ]]; then
   echo "gpu-check: /dev/shm has too little room; the model goes to $MODEL_DIR (figures then include disk/page cache)"
 fi
 MODEL="$MODEL_DIR/stfs-gpu-check-$$.safetensors"
-cleanup() { [[ $KEEP == 1 ]] || rm -f "$MODEL"; }
+DISK_MODEL="${TMPDIR:-/tmp}/stfs-gpu-check-$$-disk.safetensors"
+cleanup() { [[ $KEEP == 1 ]] || rm -f "$MODEL" "$DISK_MODEL"; }
 trap cleanup EXIT
-log "generating a BF16 model of ~$((MODEL_BYTES >> 20)) MiB at $MODEL"
-"$BENCH" generate --out "$MODEL" --bytes "$MODEL_BYTES" "${GEN_DIMS[@]}"
 
 # ---- benchmarks ------------------------------------------------------------
 RESULTS="$BUILD/gpu-check-results.txt"
 : > "$RESULTS"
-run() { "$@" | tee -a "$RESULTS"; }
+run() { "$@" | tee -a "$RESULTS"; return "${PIPESTATUS[0]}"; }
+if [[ $HAVE_CUDA_ENGINE == 1 ]]; then
+  log "generating a BF16 model of ~$((MODEL_BYTES >> 20)) MiB at $MODEL"
+  "$BENCH" generate --out "$MODEL" --bytes "$MODEL_BYTES" "${GEN_DIMS[@]}"
+fi
 if [[ $CPU_ONLY == 1 ]]; then
-  log "host engine benchmarks (no GPU: destination is host memory)"
-  run "$BENCH" readfile --file "$MODEL" || FAILED=1
-  for mode in whole rows cols; do
-    run "$BENCH" load --file "$MODEL" --engine host --mode "$mode" --world "$WORLD" --verify --name "stfs_${mode}" || FAILED=1
-  done
+  if [[ $HAVE_CUDA_ENGINE == 1 ]]; then
+    log "host engine, end to end (no GPU: the destination is host memory)"
+    run "$BENCH" readfile --file "$MODEL" || FAILED=1
+    for mode in whole rows cols; do
+      run "$BENCH" load --file "$MODEL" --engine host --mode "$mode" --world "$WORLD" --name "stfs_host_${mode}" || FAILED=1
+    done
+  fi
 else
+  cp "$MODEL" "$DISK_MODEL"
   log "(a) pinned host->device ceiling"
   run "$BENCH" ceiling --mib 1024 --repeat 5 || FAILED=1
-  log "(b) stfs into GPU memory"
-  run "$BENCH" load --file "$MODEL" --mode whole --verify --name stfs_whole || FAILED=1
-  run "$BENCH" load --file "$MODEL" --mode whole --staging-count 16 --threads 12 --name stfs_whole_16x12 || FAILED=1
-  run "$BENCH" load --file "$MODEL" --mode rows --world "$WORLD" --verify --name stfs_rows || FAILED=1
-  run "$BENCH" load --file "$MODEL" --mode cols --world "$WORLD" --verify --name stfs_cols || FAILED=1
-  run "$BENCH" load --file "$MODEL" --mode cols --world "$WORLD" --gap 0 --name stfs_cols_gap0 || FAILED=1
-  run "$BENCH" load --file "$MODEL" --mode cols --world "$WORLD" --gather 4096 --verify --name stfs_cols_gather || FAILED=1
-  log "(c) safetensors (safe_open, device=cuda:0) on the same file"
-  PYTHONUNBUFFERED=1 run python3 "$ROOT/core/cuda/tools/safetensors_bench.py" "$MODEL" "$SO" --world "$WORLD" || FAILED=1
+  log "(b) stfs end to end from C++ (variants)"
+  run "$BENCH" load --file "$MODEL" --mode whole --repeat 2 --name stfs_cc_whole || FAILED=1
+  run "$BENCH" load --file "$MODEL" --mode whole --repeat 2 --staging-count 16 --threads 12 --name stfs_cc_whole_16x12 || FAILED=1
+  run "$BENCH" load --file "$MODEL" --mode cols --world "$WORLD" --repeat 2 --name stfs_cc_cols || FAILED=1
+  run "$BENCH" load --file "$MODEL" --mode cols --world "$WORLD" --repeat 2 --gap 0 --name stfs_cc_cols_gap0 || FAILED=1
+  log "(c) stfs.load_file vs safetensors.torch, end to end, checked against safetensors"
+  PYTHONUNBUFFERED=1 STFS_GPU_LIBRARY="$SO" run $PY "$ROOT/core/cuda/tools/end_to_end_bench.py" \
+    "$MODEL" "$DISK_MODEL" --world "$WORLD" --repeat 2 || FAILED=1
 fi
 
 # ---- summary ---------------------------------------------------------------
 log "summary"
-python3 - "$RESULTS" "$CPU_ONLY" "$WORLD" <<'EOF'
-import json, sys
-res = {}
-for line in open(sys.argv[1]):
-    if line.startswith("RESULT "):
-        r = json.loads(line[7:]); res[r["name"]] = r
-cpu_only, world = sys.argv[2] == "1", int(sys.argv[3])
-def g(n): return res[n]["gbps"] if n in res else None
-def ratio(label, a, b, goal=None):
-    if g(a) is None or g(b) is None or g(b) == 0:
-        print(f"  {label:<48} n/a"); return
-    r = g(a) / g(b)
-    verdict = "" if goal is None else ("  (goal >= %.1f: %s)" % (goal, "met" if r >= goal else "NOT met"))
-    print(f"  {label:<48} {r:6.2f}x{verdict}")
-for n, r in res.items():
-    print(f"  {n:<30} {r['gbps']:8.2f} GB/s  ({r['bytes'] / 2**30:.3f} GiB, {r['seconds']:.4f} s)")
-if cpu_only:
-    ratio("stfs whole (host engine) / sequential pread", "stfs_whole", "sequential_pread_1_thread")
-else:
-    best = max(("stfs_whole", "stfs_whole_16x12"), key=lambda n: g(n) or 0)
-    ratio(f"{best} / pinned ceiling", best, "pinned_h2d_ceiling", 0.8)
-    ratio(f"{best} / safetensors get_tensor", best, "safetensors_whole", 3.0)
-    ratio("stfs rows / safetensors get_slice rows", "stfs_rows", "safetensors_rows")
-    ratio("stfs cols / safetensors get_slice cols", "stfs_cols", "safetensors_cols")
-for mode in ("rows", "cols"):
-    if f"stfs_{mode}" in res and "stfs_whole" in res:
-        share = res[f"stfs_{mode}"]["bytes"] / res["stfs_whole"]["bytes"]
-        print(f"  1/{world} {mode} shard moves {share:.4f} of the whole model's bytes (1/{world} = {1/world:.4f})")
-EOF
+SUMMARY="$BUILD/gpu-check-summary.txt"
+{
+  printf '%s\n' "${SUMMARY_LINES[@]}"
+  $PY "$ROOT/core/cuda/tools/gpu_check_summary.py" "$RESULTS" "$CPU_ONLY" "$WORLD"
+} | tee "$SUMMARY"
+if [[ -n "${OUT:-}" ]]; then
+  cp "$RESULTS" "$OUT/gpu-check-results.txt"
+  cp "$SUMMARY" "$OUT/gpu-check-summary.txt"
+fi
 printf '\ngpu-check: %s in %s s (%s)\n' "$([[ $FAILED == 0 ]] && echo passed || echo FAILED)" \
   "$(since "$T_START")" "$([[ $CPU_ONLY == 1 ]] && echo 'CPU only: the device run is still owed' || echo 'GPU')"
 exit $FAILED

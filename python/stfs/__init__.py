@@ -74,16 +74,17 @@ class _TorchTarget:
         self.loader.close()
 
 
-def load_file(source, device="cuda:0", names=None, slices=None):
+def load_file(source, device="cuda:0", names=None, slices=None, stats=None):
     """Loads tensors of SOURCE into torch tensors on `device`; returns
     {name: tensor}, like safetensors.torch.load_file. `names`: the tensors to
     load (default all); `slices`: one slice for all, {name: slice}, or a
     callable (name, shape) -> slice such as shard(world, rank, dim); a slice
-    is numpy index text or a Python index (ints, slices, ...)."""
+    is numpy index text or a Python index (ints, slices, ...). `stats`: a
+    dict that receives the loader's counters (bytes_read, bytes_copied, ...)."""
     target = _TorchTarget(device)
     opened = _core.OpenSources(_core.library(), source)
     try:
-        return _core.load(opened, names, slices, target.alloc, target.loader, target.stream)
+        return _core.load(opened, names, slices, target.alloc, target.loader, target.stream, stats)
     finally:
         target.close()  # waits for the copies; the tensors are ready in stream order
         opened.close()

@@ -145,10 +145,11 @@ def slice_for(slices, name, shape):
     return "" if spec is None else index_to_spec(spec)
 
 
-def load(opened, names, slices, alloc, loader, stream):
+def load(opened, names, slices, alloc, loader, stream, stats=None):
     """Loads the named tensors (all when None) with their slices into
     destinations from alloc(shape, dtype_name, nbytes) -> (object, address);
-    returns {name: object}. One batch per source."""
+    returns {name: object}. One batch per source; the loader's counters
+    (bytes_read, bytes_copied, ...) are added to the dict `stats` if given."""
     names = opened.keys() if names is None else list(names)
     out = {}
     batches = {}
@@ -161,4 +162,7 @@ def load(opened, names, slices, alloc, loader, stream):
         batches.setdefault(id(src), (src, []))[1].append((info.index, spec, address, nbytes))
     for src, requests in batches.values():
         loader.load_batch(src, requests, stream)
+        if stats is not None:
+            for key, value in loader.stats().items():
+                stats[key] = stats.get(key, 0) + value
     return out

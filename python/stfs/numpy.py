@@ -33,14 +33,14 @@ class _NumpyTarget:
         self.loader.close()
 
 
-def load_file(source, names=None, slices=None, **loader_options):
+def load_file(source, names=None, slices=None, stats=None, **loader_options):
     """{name: numpy array} of SOURCE's tensors (see stfs.load_file for
     `names` and `slices`); loader_options go to the host loader
     (staging_buffer_bytes, staging_buffer_count, reader_threads, ...)."""
     target = _NumpyTarget(**loader_options)
     opened = _core.OpenSources(_core.library(), source)
     try:
-        return _core.load(opened, names, slices, target.alloc, target.loader, target.stream)
+        return _core.load(opened, names, slices, target.alloc, target.loader, target.stream, stats)
     finally:
         target.close()
         opened.close()

@@ -28,6 +28,10 @@ try:
 except ImportError:
     torch = None
 
+# Under STFS_GPU_REQUIRE_DEVICE=1 (scripts/gpu-check.sh on a GPU) nothing may skip.
+REQUIRED = os.environ.get("STFS_GPU_REQUIRE_DEVICE") == "1"
+if REQUIRED and (np is None or torch is None):
+    raise SystemExit("STFS_GPU_REQUIRE_DEVICE=1 but numpy or torch is missing")
 NEEDS_NUMPY = unittest.skipIf(np is None, "numpy is not installed (apt-get install python3-numpy)")
 NEEDS_TORCH = unittest.skipIf(torch is None, "torch is not installed: skipping the torch tests")
 
@@ -130,8 +134,10 @@ class HostLoads(unittest.TestCase):
         for world in (1, 3, 4, 8):
             for dim in (0, -1):
                 for rank in range(world):
-                    out = snp.load_file(self.path, slices=stfs.shard(world, rank, dim), staging_buffer_bytes=128,
-                                        staging_buffer_count=2)
+                    stats = {}
+                    out = snp.load_file(self.path, slices=stfs.shard(world, rank, dim), stats=stats,
+                                        staging_buffer_bytes=128, staging_buffer_count=2)
+                    self.assertEqual(stats["bytes_copied"], sum(a.nbytes for a in out.values()))
                     for name, (_, a) in self.arrays.items():
                         d = dim + a.ndim if dim < 0 else dim
                         if not 0 <= d < a.ndim:
@@ -228,6 +234,7 @@ class TorchLoads(unittest.TestCase):
 
     def test_cuda(self):
         if not torch.cuda.is_available():
+            self.assertFalse(REQUIRED, "STFS_GPU_REQUIRE_DEVICE=1 but torch sees no CUDA device")
             with self.assertRaises(stfs.StfsGpuError) as e:
                 stfs.load_file(self.path, device="cuda:0")
             self.assertEqual(e.exception.name, "NO_DEVICE")
