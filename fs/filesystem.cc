@@ -185,7 +185,7 @@ StatusOr<InodeId> Filesystem::Parent(InodeId ino) const {
   if (IsSliceInode(ino)) {
     SliceRole role;
     ASSIGN_OR_RETURN(std::shared_ptr<const SliceView> view, FindSlice(ino, &role));
-    return role == SliceRole::kDir ? view->slices_dir : view->first_ino;
+    return role == SliceRole::kDir ? view->parent_dir : view->first_ino;
   }
   const Node* node = Find(ino);
   if (node == nullptr) return NoInode(ino);
@@ -368,7 +368,8 @@ std::string Filesystem::StatsJson() const {
   return "{\"fs\":{\"reads\":" + std::to_string(reads_.load(std::memory_order_relaxed)) +
          ",\"bytes_read\":" + std::to_string(bytes_read_.load(std::memory_order_relaxed)) +
          ",\"read_errors\":" + std::to_string(read_errors_.load(std::memory_order_relaxed)) +
-         ",\"tensors\":" + std::to_string(header_.tensors.size()) + "},\"source\":" + source_stats + "}\n";
+         ",\"tensors\":" + std::to_string(header_.tensors.size()) +
+         ",\"slice_views\":" + std::to_string(slice_views_->size()) + "},\"source\":" + source_stats + "}\n";
 }
 
 }  // namespace stfs

@@ -194,6 +194,10 @@ class Filesystem {
                                                          std::string_view spec) const;
   // Copies the part of `content` at `offset` into `dst`; returns the count.
   static size_t CopyContent(std::string_view content, uint64_t offset, size_t length, char* dst);
+  // Returns the view of `plan` (on tensor `tensor_index`) under directory
+  // `parent_dir`, creating it: any node whose names plan slices of a tensor
+  // (not only `slices/`) gets bounded, canonical views from here.
+  std::shared_ptr<const SliceView> ViewOf(InodeId parent_dir, size_t tensor_index, SlicePlan plan) const;
   StatusOr<size_t> ReadSliceFile(const SliceView& view, SliceRole role, uint64_t offset, size_t length,
                                  char* dst) const;
 

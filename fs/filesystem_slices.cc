@@ -45,10 +45,14 @@ StatusOr<std::shared_ptr<const SliceView>> Filesystem::LookupSlice(InodeId slice
   // Planning is pure and needs no lock; the plan is the view's canonical key.
   ASSIGN_OR_RETURN(std::vector<SliceItem> items, ParseSliceSpec(spec));
   ASSIGN_OR_RETURN(SlicePlan plan, PlanSlice(t.dtype, t.shape, items));
+  return ViewOf(slices_dir, tensor_index, std::move(plan));
+}
+
+std::shared_ptr<const SliceView> Filesystem::ViewOf(InodeId parent_dir, size_t tensor_index, SlicePlan plan) const {
   SliceView view;
-  view.slices_dir = slices_dir;
+  view.parent_dir = parent_dir;
   view.tensor_index = tensor_index;
-  view.key = CanonicalSliceKey(tensor_index, plan);
+  view.key = CanonicalSliceKey(parent_dir, plan);
   view.shape_text = ShapeToString(plan.result_shape) + "\n";
   view.plan = std::move(plan);
   return slice_views_->FindOrAdd(std::move(view));

@@ -24,11 +24,11 @@ void AppendList(const std::vector<uint64_t>& values, std::string* out) {
 
 }  // namespace
 
-std::string CanonicalSliceKey(size_t tensor_index, const SlicePlan& plan) {
+std::string CanonicalSliceKey(InodeId parent_dir, const SlicePlan& plan) {
   // The plan is the planner's normal form: clamped bounds, steps and dropped
   // dimensions are all in it, so equal plans mean equal results.
   std::string key;
-  AppendVarint(tensor_index, &key);
+  AppendVarint(parent_dir, &key);
   AppendList(plan.result_shape, &key);
   AppendVarint(plan.base_offset, &key);
   AppendVarint(plan.run_bytes, &key);

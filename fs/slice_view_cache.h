@@ -2,8 +2,9 @@
 //
 // A slice view is the directory `<tensor>/slices/<numpy index>/` with its
 // `data`, `dtype` and `shape`: four inode numbers from the view's first one.
-// Views are keyed by their canonical form (the tensor and the planner's
-// normalised plan), so `0:4`, `0:4:1` and `:4` of one tensor are one view.
+// Views are keyed by their canonical form (the parent directory and the
+// planner's normalised plan), so `0:4`, `0:4:1` and `:4` of one tensor are
+// one view.
 //
 // Memory rule: the cache holds at most `capacity` views, whatever clients do.
 // Each view counts the kernel's references (lookups replied minus FORGETs,
@@ -41,16 +42,19 @@ using InodeId = uint64_t;
 
 struct SliceView {
   InodeId first_ino = 0;   // the view's directory; data, dtype, shape follow
-  InodeId slices_dir = 0;  // the parent `slices` directory
+  InodeId parent_dir = 0;  // where it was looked up: a tensor's `slices`, or any
+                           // other directory whose names plan slices
   size_t tensor_index = 0;
   SlicePlan plan;
   std::string shape_text;  // "[a,b]\n"
   std::string key;         // canonical form, see CanonicalSliceKey
 };
 
-// Returns the canonical key of `plan` on tensor `tensor_index`: equal for
-// two indices exactly when they select the same bytes in the same shape.
-std::string CanonicalSliceKey(size_t tensor_index, const SlicePlan& plan);
+// Returns the canonical key of `plan` looked up in directory `parent_dir`:
+// equal for two names there exactly when they select the same bytes in the
+// same shape. The parent is part of the key so that a view directory never
+// has two parents (one tensor's `slices` holds plans of that tensor only).
+std::string CanonicalSliceKey(InodeId parent_dir, const SlicePlan& plan);
 
 class SliceViewCache {
  public:

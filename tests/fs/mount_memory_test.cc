@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "tests/fs/mount_harness.h"
 
@@ -99,6 +100,10 @@ TEST_F(Mount, AHundredThousandSliceLookupsStayUnderTheCapAndStillWork) {
   const uint64_t after = DaemonRss(mnt);
   std::printf("daemon RSS: %+.1f MiB after 100,000 slice lookups\n", MiB(before, after));
   EXPECT_LT(after, before + (64u << 20)) << "slice lookups grew the daemon by " << MiB(before, after) << " MiB";
+  // The daemon says how many views it holds: no more than the default cap.
+  nlohmann::json stats = nlohmann::json::parse(ReadWholeFile(mnt + "/__stats__"), nullptr, false);
+  ASSERT_TRUE(stats.is_object());
+  EXPECT_EQ(stats["fs"]["slice_views"], 65536) << stats.dump();
   // The first views were evicted long ago (the default cap is 65536); paths
   // to them still work, and so do new ones.
   for (const char* spec : {"0,0", "0,1", "999,99", "5:7,3", "-1,:"}) {
