@@ -221,6 +221,26 @@ TEST(HostLoader, BatchAndLoadAllMatchTheFile) {
   }
 }
 
+TEST(HostLoader, LibraryMemoryOutlivesItsLoader) {
+  // A DeviceBuffer shares its engine: destroying the loader first leaves
+  // the result readable, and the memory is freed once, with the buffer.
+  TempDir dir;
+  std::vector<TestTensor> tensors = {{"w", DType::F32, {64, 64}, ""}};
+  auto source = OpenOrDie(dir.Write("m.safetensors", BuildSafetensors(tensors)));
+  const int64_t before = HostEngineLiveAllocations();
+  LoadedBatch kept;
+  {
+    auto loader = HostLoader(LoaderOptions{});
+    auto batch = loader->Load(*source, "w", "");
+    ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+    kept = std::move(*batch);
+  }
+  EXPECT_EQ(HostEngineLiveAllocations() - before, 1) << "only the result's memory is left";
+  ASSERT_EQ(std::string(static_cast<char*>(kept.tensors[0].data), kept.tensors[0].bytes), tensors[0].bytes);
+  kept.buffer.Reset();
+  EXPECT_EQ(HostEngineLiveAllocations(), before);
+}
+
 TEST(HostLoader, HostMemoryStaysWithinTheStagingBudget) {
   TempDir dir;
   std::vector<TestTensor> tensors = {{"big", DType::U8, {1 << 20}, ""}};
