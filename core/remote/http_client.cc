@@ -323,6 +323,11 @@ HttpResponse HttpClient::Perform(const HttpRequest& request,
   curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
   curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
   if (!settings_.ca_file.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, settings_.ca_file.c_str());
+  if (request.send_extra_headers && !settings_.aws_sigv4.empty()) {
+    curl_easy_setopt(curl, CURLOPT_AWS_SIGV4, settings_.aws_sigv4.c_str());
+    curl_easy_setopt(curl, CURLOPT_USERNAME, settings_.aws_access_key_id.c_str());
+    curl_easy_setopt(curl, CURLOPT_PASSWORD, settings_.aws_secret_access_key.c_str());
+  }
 
   // The write callback needs the status to decide where the body goes; curl
   // has parsed the status line before it delivers any body byte.

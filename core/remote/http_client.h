@@ -36,6 +36,14 @@ struct HttpSettings {
   // and -bytes when it is freed, so the owner can count them in its memory
   // budget. May be empty.
   std::function<void(int64_t)> account_memory;
+  // AWS Signature V4 by libcurl itself (CURLOPT_AWS_SIGV4), for s3://: the
+  // provider "aws:amz:REGION:s3" and the key pair; "" = unsigned. Applied
+  // only to requests that carry the extra headers (the location's origin).
+  std::string aws_sigv4;
+  std::string aws_access_key_id;
+  std::string aws_secret_access_key;
+  // Advice appended to a 401/403 message; "" = the token / -o header= advice.
+  std::string access_advice;
 };
 
 // Receive buffer of each curl handle (CURLOPT_BUFFERSIZE): what one handle
@@ -116,6 +124,8 @@ class HttpClient {
   // location in errors. The exchange ends within request.time_limit.
   HttpResponse Perform(const HttpRequest& request, const std::vector<BodySegment>& segments,
                        const std::string& describe, const std::atomic<bool>* cancel);
+
+  const HttpSettings& settings() const { return settings_; }
 
  private:
   struct Handle;

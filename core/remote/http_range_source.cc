@@ -11,6 +11,7 @@
 
 #include "core/header.h"
 #include "core/remote/remote_location.h"
+#include "core/remote/s3_source.h"
 
 namespace stfs {
 namespace {
@@ -386,7 +387,7 @@ StatusOr<std::unique_ptr<ByteSource>> OpenRemoteSource(const std::string& locati
                                                        const RemoteOptions& options) {
   if (!IsRemoteLocation(location)) {
     return Status::InvalidArgument(RedactUrl(location) +
-                                   ": not an http://, https:// or hf:// location");
+                                   ": not an http://, https://, hf:// or s3:// location");
   }
   std::shared_ptr<BlockCache> cache =
       options.cache ? options.cache : MakeBlockCache(options.cache_size);
@@ -396,13 +397,7 @@ StatusOr<std::unique_ptr<ByteSource>> OpenRemoteSource(const std::string& locati
                                    "block_size (" +
                                    std::to_string(options.block_size) + " bytes)");
   }
-  HttpSettings settings;
-  settings.extra_headers = options.headers;
-  settings.ca_file = options.ca_file;
-  settings.user_agent = options.user_agent;
-  settings.connect_timeout = options.connect_timeout;
-  settings.min_speed = options.min_speed;
-  settings.speed_window = options.stall_timeout;
+  HttpSettings settings = HttpSettingsFor(options);
   // Each curl handle's receive buffer counts in the cache budget.
   settings.account_memory = [cache](int64_t bytes) { cache->Account(bytes); };
 
@@ -419,6 +414,10 @@ StatusOr<std::unique_ptr<ByteSource>> OpenRemoteSource(const std::string& locati
     if (!options.hub_token.empty() && !has_authorization) {
       settings.extra_headers.push_back("Authorization: Bearer " + options.hub_token);
     }
+  } else if (IsS3Location(location)) {
+    ASSIGN_OR_RETURN(S3ObjectRequest s3, PrepareS3Object(location, options, &settings));
+    url = std::move(s3.url);
+    describe = std::move(s3.describe);
   }
   RetryPolicy retry{options.retries, options.retry_delay, options.retry_max_delay,
                     options.timeout};

@@ -243,8 +243,9 @@ RangeFetcher::Attempt RangeFetcher::JudgeError(const HttpResponse& r, const std:
     return {Status::NotFound(describe_ + ": " + status + " (not found) for " + what), false};
   }
   if (r.status == 401 || r.status == 403) {
-    return {Status::IOError(describe_ + ": " + status + " (access denied) for " + what +
-                            "; check the token or -o header="),
+    const std::string& advice = client_.settings().access_advice;
+    return {Status::IOError(describe_ + ": " + status + " (access denied) for " + what + "; " +
+                                (advice.empty() ? "check the token or -o header=" : advice)),
             false};
   }
   if (r.status == 408 || r.status == 429 || r.status >= 500) {

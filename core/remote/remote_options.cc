@@ -137,7 +137,7 @@ bool IsRemoteLocation(std::string_view location) {
     }
     return true;
   };
-  return starts("http://") || starts("https://") || starts("hf://");
+  return starts("http://") || starts("https://") || starts("hf://") || starts("s3://");
 }
 
 StatusOr<bool> ApplyRemoteOption(std::string_view option, RemoteOptions* options) {
@@ -224,6 +224,30 @@ StatusOr<bool> ApplyRemoteOption(std::string_view option, RemoteOptions* options
       status = BadValue(key, value, "an http:// or https:// URL");
     }
     if (status.ok()) options->hub_endpoint = std::string(value);
+  } else if (key == "endpoint") {
+    status = need_value();
+    if (status.ok() && value.substr(0, 7) != "http://" && value.substr(0, 8) != "https://") {
+      status = BadValue(key, value, "an http:// or https:// URL");
+    }
+    if (status.ok()) options->s3.url = std::string(value);
+  } else if (key == "region") {
+    status = need_value();
+    if (status.ok() && value.empty()) status = BadValue(key, value, "a region such as eu-west-1");
+    if (status.ok()) options->s3.region = std::string(value);
+  } else if (key == "addressing") {
+    status = need_value();
+    if (status.ok()) {
+      StatusOr<S3Addressing> addressing = ParseS3Addressing(value);
+      if (addressing.ok()) options->s3.addressing = *addressing;
+      else status = BadValue(key, value, "auto, path or virtual");
+    }
+  } else if (key == "profile") {
+    status = need_value();
+    if (status.ok() && value.empty()) status = BadValue(key, value, "a profile name");
+    if (status.ok()) options->s3_profile = std::string(value);
+  } else if (key == "no_sign") {
+    if (has_value) return Status::InvalidArgument("-o no_sign takes no value");
+    options->s3_no_sign = true;
   } else if (key == "user_agent") {
     status = need_value();
     if (status.ok()) options->user_agent = std::string(value);
@@ -235,6 +259,15 @@ StatusOr<bool> ApplyRemoteOption(std::string_view option, RemoteOptions* options
 }
 
 void ApplyRemoteEnvironment(RemoteOptions* options) {
+  // s3://: -o endpoint= and region= (parsed before this runs) win.
+  auto first_set = [](std::initializer_list<const char*> names) -> std::string {
+    for (const char* name : names) {
+      if (const char* v = std::getenv(name); v && *v) return v;
+    }
+    return "";
+  };
+  if (options->s3.url.empty()) options->s3.url = first_set({"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"});
+  if (options->s3.region.empty()) options->s3.region = first_set({"AWS_REGION", "AWS_DEFAULT_REGION"});
   if (const char* endpoint = std::getenv("HF_ENDPOINT"); endpoint && *endpoint) {
     options->hub_endpoint = endpoint;
   }
@@ -295,9 +328,17 @@ std::string RemoteOptionsHelp() {
          "                             location's own host (prefer STFS_HTTP_HEADER for tokens)\n"
          "    -o cafile=PATH           CA bundle for TLS verification\n"
          "    -o hf_endpoint=URL       hub for hf:// (default https://huggingface.co)\n"
+         "  s3://BUCKET/KEY and s3://BUCKET/PREFIX/ (SigV4-signed) also accept:\n"
+         "    -o endpoint=URL          S3 endpoint (default https://s3.REGION.amazonaws.com)\n"
+         "    -o region=NAME           signing region (default us-east-1)\n"
+         "    -o addressing=MODE       auto (path-style for IP/localhost endpoints), path,\n"
+         "                             or virtual (BUCKET.HOST)\n"
+         "    -o profile=NAME          profile of ~/.aws/credentials\n"
+         "    -o no_sign               anonymous requests (public buckets)\n"
          "  Environment: HF_TOKEN (Bearer token for hf://), HF_ENDPOINT, STFS_HTTP_HEADER\n"
-         "  (headers, one 'Name: value' per line). SIZE: 4096, 64K, 4M, 1G. TIME: 500ms, 30s, "
-         "2m.\n";
+         "  (headers, one 'Name: value' per line); AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,\n"
+         "  AWS_SESSION_TOKEN, AWS_PROFILE, AWS_SHARED_CREDENTIALS_FILE, AWS_ENDPOINT_URL,\n"
+         "  AWS_REGION. SIZE: 4096, 64K, 4M, 1G. TIME: 500ms, 30s, 2m.\n";
 }
 
 }  // namespace stfs

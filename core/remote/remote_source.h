@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "core/byte_source.h"
+#include "core/remote/s3_list.h"
+#include "core/remote/s3_location.h"
 #include "core/status.h"
 
 namespace stfs {
@@ -58,6 +60,13 @@ struct RemoteOptions {
   std::string hub_endpoint = "https://huggingface.co";
   std::string hub_token;
   std::string user_agent = "stfs/0.1";
+  // s3:// locations: endpoint, region and addressing (-o endpoint=, region=,
+  // addressing=; AWS_ENDPOINT_URL, AWS_REGION), the credentials profile
+  // (-o profile=) and anonymous access (-o no_sign). Keys come only from the
+  // environment or the shared credentials file (s3_credentials.h).
+  S3Endpoint s3;
+  std::string s3_profile;
+  bool s3_no_sign = false;
   // Optional cache shared between sources (e.g. the shards of one mount);
   // null: the source makes its own with cache_size.
   std::shared_ptr<BlockCache> cache;
@@ -66,7 +75,7 @@ struct RemoteOptions {
   std::function<void(uint64_t, uint64_t)> before_fetch_for_tests;
 };
 
-// True for http://, https:// and hf:// locations.
+// True for http://, https://, hf:// and s3:// locations.
 bool IsRemoteLocation(std::string_view location);
 
 // Applies one FUSE-style -o option ("cache_size=512M", "header=Name: value").
@@ -93,5 +102,12 @@ std::shared_ptr<BlockCache> MakeBlockCache(uint64_t budget_bytes);
 // or query string; StatsJson() is documented in docs/REMOTE.md.
 StatusOr<std::unique_ptr<ByteSource>> OpenRemoteSource(const std::string& location,
                                                        const RemoteOptions& options);
+
+// Lists an s3://BUCKET/PREFIX/ location (ListObjectsV2, signed like the
+// reads) and chooses what it holds as a checkpoint, names relative to the
+// prefix: its index, else its .safetensors shards, sorted (docs/REMOTE.md
+// "s3://"). Open each as location + name with OpenRemoteSource. NotFound
+// when it holds neither.
+StatusOr<S3PrefixContents> ListS3Checkpoint(const std::string& location, const RemoteOptions& options);
 
 }  // namespace stfs

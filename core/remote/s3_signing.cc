@@ -1,4 +1,4 @@
-// SigV4 through libcurl, and S3 error messages (see s3_signing.h).
+// SigV4 settings for HttpClient, and S3 error messages (see s3_signing.h).
 #include "core/remote/s3_signing.h"
 
 #include <cerrno>
@@ -6,6 +6,13 @@
 #include "core/remote/s3_xml.h"
 
 namespace stfs {
+namespace {
+
+std::string CredentialsAdvice(const S3Credentials& credentials) {
+  return "check the credentials (" + credentials.Describe() + ")";
+}
+
+}  // namespace
 
 std::vector<std::string> S3RequestHeaders(const S3Credentials& credentials) {
   if (credentials.anonymous()) return {};
@@ -17,15 +24,13 @@ std::vector<std::string> S3RequestHeaders(const S3Credentials& credentials) {
   return headers;
 }
 
-Status ConfigureS3Signing(CURL* handle, const S3Endpoint& endpoint, const S3Credentials& credentials) {
-  if (credentials.anonymous()) return Status::OK();
-  std::string provider = S3SigV4Provider(endpoint);
-  if (curl_easy_setopt(handle, CURLOPT_AWS_SIGV4, provider.c_str()) != CURLE_OK ||
-      curl_easy_setopt(handle, CURLOPT_USERNAME, credentials.access_key_id().c_str()) != CURLE_OK ||
-      curl_easy_setopt(handle, CURLOPT_PASSWORD, credentials.secret_access_key().c_str()) != CURLE_OK) {
-    return Status::NotSupported("this libcurl cannot sign AWS SigV4 requests (needs 7.75 or later)");
-  }
-  return Status::OK();
+void ApplyS3Signing(const S3Endpoint& endpoint, const S3Credentials& credentials, HttpSettings* settings) {
+  settings->access_advice = CredentialsAdvice(credentials);
+  if (credentials.anonymous()) return;
+  settings->aws_sigv4 = S3SigV4Provider(endpoint);
+  settings->aws_access_key_id = credentials.access_key_id();
+  settings->aws_secret_access_key = credentials.secret_access_key();
+  for (std::string& header : S3RequestHeaders(credentials)) settings->extra_headers.push_back(std::move(header));
 }
 
 Status S3HttpError(const std::string& what, long http_status, std::string_view body,
@@ -34,8 +39,7 @@ Status S3HttpError(const std::string& what, long http_status, std::string_view b
   StatusOr<S3Error> error = ParseS3Error(body);
   if (error.ok()) text += " " + error->code;
   if (http_status == 401 || http_status == 403) {
-    text += " (access refused: check the credentials, " + credentials.Describe() + ")";
-    return Status::IOError(text, EACCES);
+    return Status::IOError(text + " (access denied); " + CredentialsAdvice(credentials), EACCES);
   }
   if (http_status == 404) return Status::NotFound(text);
   if (error.ok() && !error->message.empty()) text += ": " + error->message;

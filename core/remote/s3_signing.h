@@ -1,35 +1,36 @@
-// Signing S3 requests: AWS Signature Version 4 through libcurl's own signer
-// (CURLOPT_AWS_SIGV4), so stfs holds no hand-written HMAC code.
+// Signing S3 requests: AWS Signature Version 4 by libcurl's own signer
+// (CURLOPT_AWS_SIGV4, set by HttpClient), so stfs holds no HMAC code.
 //
 // libcurl signs the URL exactly as given (path and query), the Host header,
-// x-amz-date and every header the caller adds; the caller must therefore send
-// URLs built by s3_location / s3_list (already canonical). Secrets go to
-// libcurl only through CURLOPT_USERNAME / CURLOPT_PASSWORD, never into a
-// header list, message or log line.
+// x-amz-date and every header the caller adds; the URLs must therefore be
+// built by s3_location / s3_list (already canonical). Secrets reach libcurl
+// only as CURLOPT_USERNAME / CURLOPT_PASSWORD or as an extra header (the
+// session token), which no message or log line ever shows.
 #pragma once
 
-#include <curl/curl.h>
-
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "core/remote/http_client.h"
 #include "core/remote/s3_credentials.h"
 #include "core/remote/s3_location.h"
 
 namespace stfs {
 
-// Returns the headers every S3 request carries: x-amz-content-sha256 (an
-// unsigned payload: GETs have none, and S3 wants the header with SigV4) and,
-// with temporary credentials, x-amz-security-token. None when anonymous.
+// Returns the headers every signed S3 request carries: x-amz-content-sha256
+// (UNSIGNED-PAYLOAD: GETs have no body, and S3 wants the header with SigV4)
+// and, with temporary credentials, x-amz-security-token. None when anonymous.
 std::vector<std::string> S3RequestHeaders(const S3Credentials& credentials);
 
-// Sets CURLOPT_AWS_SIGV4 and the key pair on `handle` (nothing when
-// anonymous). The caller also sends S3RequestHeaders.
-Status ConfigureS3Signing(CURL* handle, const S3Endpoint& endpoint, const S3Credentials& credentials);
+// Makes `settings` sign every request to the location's own origin with
+// `credentials` for the region of `endpoint` (nothing when anonymous), and
+// makes a 401/403 message name the credentials (Describe(), no secret).
+void ApplyS3Signing(const S3Endpoint& endpoint, const S3Credentials& credentials, HttpSettings* settings);
 
 // Turns a non-2xx S3 answer into one line naming `what`, the HTTP status, the
-// S3 error code and, for 401/403, the credentials used (Describe(): never the
-// secret). `body` may be empty or not XML.
+// S3 error code when `body` is an S3 <Error>, and, for 401/403, the
+// credentials used. 404 is NotFound; 401/403 carry EACCES.
 Status S3HttpError(const std::string& what, long http_status, std::string_view body,
                    const S3Credentials& credentials);
 

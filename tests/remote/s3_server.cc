@@ -1,7 +1,8 @@
 // S3rverServer and S3Request (see s3_server.h).
 #include "tests/remote/s3_server.h"
 
-#include <curl/curl.h>
+#include <sys/wait.h>
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -9,6 +10,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "core/remote/http_client.h"
 #include "core/remote/s3_signing.h"
 #include "tests/remote/test_servers.h"
 
@@ -35,40 +37,6 @@ std::string InstallS3rver(std::string* why) {
   }
   size_t last_line = output.rfind('\n');
   return last_line == std::string::npos ? output : output.substr(last_line + 1);
-}
-
-size_t AppendBody(char* data, size_t size, size_t count, void* out) {
-  static_cast<std::string*>(out)->append(data, size * count);
-  return size * count;
-}
-
-size_t KeepHeader(char* data, size_t size, size_t count, void* out) {
-  std::string line(data, size * count);
-  auto* response = static_cast<S3TestResponse*>(out);
-  size_t colon = line.find(':');
-  if (colon != std::string::npos) {
-    std::string name = line.substr(0, colon);
-    std::string value = line.substr(colon + 1);
-    while (!value.empty() && (value.front() == ' ')) value.erase(0, 1);
-    while (!value.empty() && (value.back() == '\r' || value.back() == '\n')) value.pop_back();
-    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (name == "content-range") response->content_range = value;
-    if (name == "etag") response->etag = value;
-  }
-  return size * count;
-}
-
-struct PutBody {
-  const std::string* bytes;
-  size_t offset = 0;
-};
-
-size_t ReadPutBody(char* buffer, size_t size, size_t count, void* in) {
-  auto* body = static_cast<PutBody*>(in);
-  size_t n = std::min(size * count, body->bytes->size() - body->offset);
-  std::copy_n(body->bytes->data() + body->offset, n, buffer);
-  body->offset += n;
-  return n;
 }
 
 }  // namespace
@@ -113,51 +81,59 @@ S3Endpoint S3rverServer::endpoint() const {
 
 S3Credentials S3rverServer::Credentials() { return S3Credentials::Keys("S3RVER", "S3RVER", "", "test"); }
 
+void S3rverServer::Curl(const std::vector<std::string>& args) const {
+  std::vector<std::string> argv = {"curl", "-sSf", "--max-time", "60", "--aws-sigv4", "aws:amz:us-east-1:s3",
+                                   "-u", "S3RVER:S3RVER", "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  pid_t pid = Spawn(argv);
+  ASSERT_GT(pid, 0) << "cannot run curl";
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "curl failed for " << args.back();
+}
+
 void S3rverServer::CreateBucket(const std::string& bucket) const {
   StatusOr<std::string> url = S3ObjectUrl(endpoint(), bucket, "");
   ASSERT_TRUE(url.ok()) << url.status().ToString();
-  S3TestResponse r = S3Request("PUT", *url, endpoint(), Credentials());
-  ASSERT_EQ(r.status, 200) << r.body;
+  Curl({"-X", "PUT", *url});
 }
 
 void S3rverServer::Put(const std::string& bucket, const std::string& key, const std::string& bytes) const {
   StatusOr<std::string> url = S3ObjectUrl(endpoint(), bucket, key);
   ASSERT_TRUE(url.ok()) << url.status().ToString();
-  S3TestResponse r = S3Request("PUT", *url, endpoint(), Credentials(), "", bytes);
-  ASSERT_EQ(r.status, 200) << key << ": " << r.body;
+  std::string file = dir_.Write("upload.tmp", bytes);
+  Curl({"-T", file, *url});
 }
 
-S3TestResponse S3Request(const std::string& method, const std::string& url, const S3Endpoint& endpoint,
-                         const S3Credentials& credentials, const std::string& range,
-                         const std::string& put_body) {
-  S3TestResponse response;
-  CURL* curl = curl_easy_init();
-  EXPECT_NE(curl, nullptr);
-  if (curl == nullptr) return response;
-  curl_slist* headers = nullptr;
-  for (const std::string& h : S3RequestHeaders(credentials)) headers = curl_slist_append(headers, h.c_str());
-  Status signing = ConfigureS3Signing(curl, endpoint, credentials);
-  EXPECT_TRUE(signing.ok()) << signing.ToString();
-  PutBody put{&put_body};
-  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, AppendBody);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response.body);
-  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, KeepHeader);
-  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &response);
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT, 60L);
-  if (!range.empty()) curl_easy_setopt(curl, CURLOPT_RANGE, range.c_str());
-  if (method == "PUT") {
-    curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
-    curl_easy_setopt(curl, CURLOPT_READFUNCTION, ReadPutBody);
-    curl_easy_setopt(curl, CURLOPT_READDATA, &put);
-    curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(put_body.size()));
+void UseS3Keys(const char* key_id, const char* secret) {
+  ::setenv("AWS_ACCESS_KEY_ID", key_id, 1);
+  ::setenv("AWS_SECRET_ACCESS_KEY", secret, 1);
+  for (const char* name : {"AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"}) {
+    ::unsetenv(name);
   }
-  CURLcode rc = curl_easy_perform(curl);
-  EXPECT_EQ(rc, CURLE_OK) << curl_easy_strerror(rc) << " for " << url;
-  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.status);
-  curl_slist_free_all(headers);
-  curl_easy_cleanup(curl);
+  ::setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials", 1);
+}
+
+S3TestResponse S3Get(const std::string& url, const S3Endpoint& endpoint, const S3Credentials& credentials,
+                     bool has_range, uint64_t first, uint64_t last) {
+  HttpSettings settings;
+  ApplyS3Signing(endpoint, credentials, &settings);
+  HttpClient client(std::move(settings));
+  HttpRequest request;
+  request.url = url;
+  request.send_extra_headers = true;
+  request.has_range = has_range;
+  request.first = first;
+  request.last = last;
+  std::string body(1 << 20, '\0');
+  HttpResponse r = client.Perform(request, {{body.data(), body.size()}}, url, nullptr);
+  EXPECT_FALSE(r.transport_error.has_value()) << r.transport_error->ToString();
+  S3TestResponse response;
+  response.status = r.status;
+  response.content_range = r.content_range_text;
+  response.etag = r.etag;
+  body.resize(r.body_bytes);
+  response.body = std::move(body);
   return response;
 }
 

@@ -1,5 +1,6 @@
 // s3rver (an S3-compatible server from npm) for the s3:// tests, and a signed
-// request helper built on the same libcurl SigV4 wiring stfs uses.
+// GET through stfs's own HttpClient with its SigV4 settings. Uploads go
+// through the curl command line (--aws-sigv4), as docs/REMOTE.md shows.
 //
 // s3rver is installed on first use by scripts/s3-test-server.sh into a cache
 // folder. When node/npm are missing or the install fails, Start() gives a
@@ -10,8 +11,10 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/remote/s3_credentials.h"
 #include "core/remote/s3_location.h"
@@ -33,12 +36,15 @@ class S3rverServer {
   S3Endpoint endpoint() const;
   // The key pair s3rver knows: S3RVER / S3RVER.
   static S3Credentials Credentials();
-  // Creates `bucket`; uploads `bytes` as `key` (signed PUTs).
+  // Creates `bucket`; uploads `bytes` as `key` (signed PUTs by curl(1)).
   void CreateBucket(const std::string& bucket) const;
   void Put(const std::string& bucket, const std::string& key, const std::string& bytes) const;
 
  private:
   S3rverServer() = default;
+  // Runs curl(1) with SigV4 for S3RVER; fails the test unless it succeeds.
+  void Curl(const std::vector<std::string>& args) const;
+
   TempDir dir_;
   pid_t pid_ = -1;
   int port_ = 0;
@@ -48,14 +54,17 @@ struct S3TestResponse {
   long status = 0;
   std::string content_range;
   std::string etag;
-  std::string body;
+  std::string body;  // of a 2xx answer (at most 1 MiB)
 };
 
-// Sends one request ("GET" or "PUT" of `put_body`) to `url`, signed with
-// `credentials` for `endpoint` (ConfigureS3Signing + S3RequestHeaders);
-// `range` is "A-B" or "". A transport failure fails the current test.
-S3TestResponse S3Request(const std::string& method, const std::string& url, const S3Endpoint& endpoint,
-                         const S3Credentials& credentials, const std::string& range = "",
-                         const std::string& put_body = "");
+// Sets the process's AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (how users
+// give keys) and clears what could override them (token, profile, endpoint,
+// shared credentials file).
+void UseS3Keys(const char* key_id, const char* secret);
+
+// GETs `url` with HttpClient signed by ApplyS3Signing(endpoint, credentials);
+// bytes [first, last] when `has_range`. A transport failure fails the test.
+S3TestResponse S3Get(const std::string& url, const S3Endpoint& endpoint, const S3Credentials& credentials,
+                     bool has_range = false, uint64_t first = 0, uint64_t last = 0);
 
 }  // namespace stfs::testing

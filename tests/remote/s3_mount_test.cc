@@ -1,0 +1,77 @@
+// s3:// through the stfs binary against s3rver: `stfs inspect s3://...`, a
+// mount whose every tensor byte matches, and a refused key reported in one
+// line without the secret. Credentials come from the environment only.
+#include <cstdlib>
+
+#include "tests/fs/mount_harness.h"
+#include "tests/remote/s3_server.h"
+
+namespace stfs::testing {
+namespace {
+
+class S3Mount : public MountTest {
+ protected:
+  void SetUp() override {
+    MountTest::SetUp();
+    if (IsSkipped()) return;
+    std::string skip, error;
+    server_ = S3rverServer::Start(&skip, &error);
+    if (server_ == nullptr && !skip.empty()) GTEST_SKIP() << skip;
+    ASSERT_NE(server_, nullptr) << error;
+    server_->CreateBucket("models");
+    UseS3Keys("S3RVER", "S3RVER");
+  }
+  void TearDown() override {
+    MountTest::TearDown();
+    server_.reset();
+  }
+
+
+  std::string EndpointOption() const { return "endpoint=" + server_->endpoint().url; }
+
+  std::unique_ptr<S3rverServer> server_;
+  // Filled with fresh random bytes by BuildSafetensors.
+  std::vector<TestTensor> tensors_ = {{"embed", DType::F16, {1000, 1501}, ""},
+                                      {"layers.0/attn%q", DType::BF16, {7, 3}, ""},
+                                      {"scalar", DType::F64, {}, ""},
+                                      {"tail", DType::U8, {2 * (1 << 20) + 3}, ""}};
+};
+
+TEST_F(S3Mount, InspectReadsTheHeaderOfAnS3Object) {
+  server_->Put("models", "llm/model.safetensors", BuildSafetensors(tensors_, R"({"format":"pt"})"));
+  CommandResult r = RunStfs({"inspect", "s3://models/llm/model.safetensors", "-o", EndpointOption()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("embed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tail"), std::string::npos) << r.out;
+}
+
+TEST_F(S3Mount, MountServesEveryTensorByteForByte) {
+  server_->Put("models", "llm/model.safetensors", BuildSafetensors(tensors_, R"({"format":"pt"})"));
+  std::string mnt = MountFile("s3://models/llm/model.safetensors",
+                              {"-o", EndpointOption() + ",region=us-east-1,block_size=1M,cache_size=16M"});
+  ASSERT_FALSE(mnt.empty());
+  ExpectRootListing(mnt, tensors_);
+  for (const TestTensor& t : tensors_) ExpectTensorServed(mnt, t);
+}
+
+TEST_F(S3Mount, UnknownKeyIsOneLineNamingTheCredentialsNotTheSecret) {
+  server_->Put("models", "m.safetensors", BuildSafetensors(tensors_, "{}"));
+  UseS3Keys("NOSUCHKEY", "very-secret-value");
+  CommandResult r = RunStfs({"inspect", "s3://models/m.safetensors", "-o", EndpointOption()});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(Lines(r.err).size(), 1u) << r.err;
+  EXPECT_EQ(r.err.rfind("stfs: s3://models/m.safetensors: HTTP 403", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("check the credentials (access key NOSUCHKEY from environment"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("very-secret"), std::string::npos) << r.err;
+}
+
+TEST_F(S3Mount, MalformedBucketIsRefusedBeforeAnyRequest) {
+  CommandResult r = RunStfs({"inspect", "s3://Bad_Bucket/m.safetensors", "-o", EndpointOption()});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(Lines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("bucket name 'Bad_Bucket'"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace stfs::testing
