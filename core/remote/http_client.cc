@@ -182,6 +182,19 @@ bool EqualsNoCase(std::string_view a, std::string_view b) {
   return true;
 }
 
+Status CheckRangeBody(const HttpResponse& r, const std::string& describe, const std::string& what) {
+  if (!r.content_encoding.empty() && !EqualsNoCase(r.content_encoding, "identity")) {
+    return Status::IOError(describe + ": server applied Content-Encoding '" + r.content_encoding +
+                           "' to a byte range");
+  }
+  if (r.status == 206 &&
+      (!r.content_range || r.content_range->unsatisfied || !r.content_range->total)) {
+    return Status::IOError(describe + ": HTTP 206 with an unusable Content-Range '" +
+                           r.content_range_text + "' for " + what);
+  }
+  return Status::OK();
+}
+
 std::optional<ContentRange> ParseContentRange(std::string_view value) {
   ContentRange range;
   range.text = std::string(value);

@@ -107,6 +107,12 @@ struct HttpResponse {
 // Parses a Content-Range value; nullopt when malformed.
 std::optional<ContentRange> ParseContentRange(std::string_view value);
 
+// Refuses a 2xx body stfs cannot use as raw bytes: a Content-Encoding other
+// than identity, or a 206 without a usable Content-Range (missing, malformed,
+// unsatisfied or without a total). `describe` names the location and `what`
+// the range asked for, in the message. Pure: no I/O, no curl.
+Status CheckRangeBody(const HttpResponse& r, const std::string& describe, const std::string& what);
+
 // Compares ASCII case-insensitively (header names, tokens like "identity").
 bool EqualsNoCase(std::string_view a, std::string_view b);
 

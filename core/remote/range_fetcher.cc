@@ -18,10 +18,6 @@ bool IsRedirect(long status) {
   return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
 }
 
-bool IsIdentityEncoding(const std::string& encoding) {
-  return encoding.empty() || EqualsNoCase(encoding, "identity");
-}
-
 std::string RangeText(uint64_t offset, uint64_t length) {
   return "bytes " + std::to_string(offset) + "-" + std::to_string(offset + length - 1);
 }
@@ -254,18 +250,6 @@ RangeFetcher::Attempt RangeFetcher::JudgeError(const HttpResponse& r, const std:
   return {Status::IOError(describe_ + ": unexpected " + status + " for " + what), false};
 }
 
-Status RangeFetcher::CheckRangeBody(const HttpResponse& r, const std::string& what) const {
-  if (!IsIdentityEncoding(r.content_encoding)) {
-    return Status::IOError(describe_ + ": server applied Content-Encoding '" + r.content_encoding +
-                           "' to a byte range");
-  }
-  if (r.status == 206 && (!r.content_range || r.content_range->unsatisfied || !r.content_range->total)) {
-    return Status::IOError(describe_ + ": HTTP 206 with an unusable Content-Range '" + r.content_range_text +
-                           "' for " + what);
-  }
-  return Status::OK();
-}
-
 RangeFetcher::Attempt RangeFetcher::JudgeProbe(const HttpResponse& r, uint64_t length) {
   const std::string what = RangeText(0, length);
   ObjectIdentity id;
@@ -276,7 +260,7 @@ RangeFetcher::Attempt RangeFetcher::JudgeProbe(const HttpResponse& r, uint64_t l
     if (t > 0) id.mtime = timespec{t, 0};
   }
   if (r.status >= 200 && r.status < 300) {
-    Status body = CheckRangeBody(r, what);
+    Status body = CheckRangeBody(r, describe_, what);
     if (!body.ok()) return {body, false};
   }
   if (r.status == 206) {
@@ -363,7 +347,7 @@ RangeFetcher::Attempt RangeFetcher::JudgeFetch(const HttpResponse& r, uint64_t o
     return {MarkStale("Last-Modified " + identity_.last_modified + " became " + r.last_modified),
             false};
   }
-  Status body = CheckRangeBody(r, what);
+  Status body = CheckRangeBody(r, describe_, what);
   if (!body.ok()) return {body, false};
   if (r.status == 206) {
     const ContentRange& cr = *r.content_range;

@@ -104,9 +104,6 @@ class RangeFetcher {
   Attempt JudgeProbe(const HttpResponse& r, uint64_t length);
   Attempt JudgeFetch(const HttpResponse& r, uint64_t offset, uint64_t length);
   Attempt JudgeError(const HttpResponse& r, const std::string& what);
-  // Refuses a 2xx body stfs cannot use as raw bytes: a Content-Encoding, or
-  // a 206 without a usable Content-Range.
-  Status CheckRangeBody(const HttpResponse& r, const std::string& what) const;
   Status MarkStale(const std::string& why);
   std::string EffectiveUrl() const;
   std::chrono::milliseconds Backoff(int attempt) const;

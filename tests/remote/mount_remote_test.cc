@@ -234,6 +234,24 @@ TEST_F(RemoteMount, InspectOfAServerThatNeverAnswersEndsWithOneLine) {
   EXPECT_NE(r.err.find("timeout"), std::string::npos) << r.err;
 }
 
+TEST_F(RemoteMount, MountOfAServerThatNeverAnswersFailsWithOneLine) {
+  Serve(FileWithTensorSizes({kMiB}));
+  ASSERT_NO_FATAL_FAILURE(StartProxy());
+  proxy_->Set("fault=hang&seconds=60");
+  std::string mnt = NewMountpoint();
+  auto start = std::chrono::steady_clock::now();
+  CommandResult r =
+      RunStfs({proxy_->Url("/model.safetensors"), mnt, "-o", "timeout=2s,min_speed=0"}, 20000);
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_LT(seconds, 10.0);
+  ASSERT_EQ(Lines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("timeout"), std::string::npos) << r.err;
+  EXPECT_FALSE(IsMounted(mnt));
+}
+
 TEST_F(RemoteMount, TrickleInsideAMountIsEioWithinTheDeadlineAndTheMountStaysUp) {
   std::vector<TestTensor> tensors = {{"a", DType::U8, {2 * kMiB}, ""},
                                      {"b", DType::U8, {3 * kMiB}, ""}};

@@ -234,5 +234,25 @@ TEST(ContentRange, ParsesAndRefusesMalformedValues) {
   }
 }
 
+TEST(CheckRangeBody, RefusesEncodedBodiesAndUnusableContentRanges) {
+  HttpResponse r;
+  r.status = 206;
+  r.content_range = ParseContentRange("bytes 0-9/100");
+  EXPECT_TRUE(CheckRangeBody(r, "u", "bytes 0-9").ok());
+  r.content_encoding = "IDENTITY";
+  EXPECT_TRUE(CheckRangeBody(r, "u", "bytes 0-9").ok());
+  r.content_encoding = "gzip";
+  EXPECT_EQ(CheckRangeBody(r, "u", "bytes 0-9").code(), StatusCode::kIOError);
+  r.content_encoding.clear();
+  for (const char* unusable : {"bytes 0-9/*", "bytes */100"}) {
+    r.content_range = ParseContentRange(unusable);
+    EXPECT_EQ(CheckRangeBody(r, "u", "bytes 0-9").code(), StatusCode::kIOError) << unusable;
+  }
+  r.content_range.reset();
+  EXPECT_EQ(CheckRangeBody(r, "u", "bytes 0-9").code(), StatusCode::kIOError);
+  r.status = 200;  // a whole body needs no Content-Range
+  EXPECT_TRUE(CheckRangeBody(r, "u", "bytes 0-9").ok());
+}
+
 }  // namespace
 }  // namespace stfs
