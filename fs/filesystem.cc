@@ -37,9 +37,15 @@ size_t Filesystem::CopyContent(std::string_view content, uint64_t offset, size_t
 Filesystem::Filesystem(std::unique_ptr<ByteSource> source, Header header)
     : source_(std::move(source)), header_(std::move(header)), mtime_(source_->ModificationTime()) {}
 
-InodeId Filesystem::AddNode(Node node) {
-  nodes_.push_back(std::move(node));
+InodeId Filesystem::AddNode(const Node& node) {
+  nodes_.push_back(node);
   return nodes_.size();
+}
+
+void Filesystem::SetChildren(InodeId dir, const std::vector<InodeId>& children) {
+  nodes_[dir - 1].first_child = static_cast<uint32_t>(child_lists_.size());
+  nodes_[dir - 1].child_count = static_cast<uint32_t>(children.size());
+  child_lists_.insert(child_lists_.end(), children.begin(), children.end());
 }
 
 StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(std::unique_ptr<ByteSource> source, Header header,
@@ -47,75 +53,64 @@ StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(std::unique_ptr<ByteSou
   std::unique_ptr<Filesystem> fs(new Filesystem(std::move(source), std::move(header)));
   const std::string& src = fs->source_->Describe();
   const auto& tensors = fs->header_.tensors;
+  if (tensors.size() > (UINT32_MAX - 8) / 5) return Status::InvalidArgument(src + ": too many tensors");
 
-  // The root, five nodes per tensor, __metadata__ and __stats__: reserved in
-  // full, so names never move and root_index_ may point into them.
+  // The root, five nodes per tensor, __metadata__ and __stats__.
   fs->nodes_.reserve(3 + tensors.size() * 5);
+  fs->child_lists_.reserve(tensors.size() * 4 + 2);
+  fs->dir_names_.reserve(tensors.size());  // never grows past: names keep their address
   fs->root_index_.reserve(tensors.size() + 2);
+  fs->tensor_dirs_.reserve(tensors.size());
   Node root;
   root.parent = kRootInode;
   root.kind = NodeKind::kDirectory;
-  root.children.reserve(tensors.size() + 2);
-  fs->AddNode(std::move(root));
+  fs->AddNode(root);
 
   // Tensor directories first, so that a tensor may take a reserved root name.
-  fs->tensor_dirs_.reserve(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
-    const TensorInfo& t = tensors[i];
+    fs->dir_names_.push_back(EncodeTensorName(tensors[i].name));
     Node dir;
     dir.parent = kRootInode;
     dir.kind = NodeKind::kDirectory;
-    dir.name = EncodeTensorName(t.name);
+    dir.name = fs->dir_names_.back();
     dir.tensor_index = i;
-    InodeId dir_ino = fs->AddNode(std::move(dir));
-    auto [it, inserted] = fs->root_index_.emplace(std::string_view(fs->nodes_[dir_ino - 1].name), dir_ino);
+    InodeId dir_ino = fs->AddNode(dir);
+    auto [it, inserted] = fs->root_index_.emplace(dir.name, dir_ino);
     if (!inserted) {
       const Node& other = fs->nodes_[it->second - 1];
       return Status::InvalidArgument(src + ": tensors " + QuotedForMessage(tensors[other.tensor_index].name) +
-                                     " and " + QuotedForMessage(t.name) + " would share the directory name " +
-                                     QuotedForMessage(other.name));
+                                     " and " + QuotedForMessage(tensors[i].name) +
+                                     " would share the directory name " + QuotedForMessage(other.name));
     }
     fs->tensor_dirs_.push_back(dir_ino);
 
-    Node data;
-    data.parent = dir_ino;
-    data.kind = NodeKind::kTensorData;
-    data.name = "data";
-    data.tensor_index = i;
-    Node dtype;
-    dtype.parent = dir_ino;
-    dtype.kind = NodeKind::kStaticFile;
-    dtype.name = "dtype";
-    dtype.content = std::string(DTypeName(t.dtype)) + "\n";
-    Node shape;
-    shape.parent = dir_ino;
-    shape.kind = NodeKind::kStaticFile;
-    shape.name = "shape";
-    shape.content = ShapeToString(t.shape) + "\n";
+    auto add_child = [&](NodeKind kind, std::string_view name) {
+      Node child;
+      child.parent = dir_ino;
+      child.kind = kind;
+      child.name = name;
+      child.tensor_index = i;
+      return fs->AddNode(child);
+    };
+    InodeId data_ino = add_child(NodeKind::kTensorData, "data");
+    InodeId dtype_ino = add_child(NodeKind::kDtypeFile, "dtype");
+    InodeId shape_ino = add_child(NodeKind::kShapeFile, "shape");
     // `slices` answers lookups but is left out of listings, so a tensor
     // directory lists exactly data, dtype and shape.
-    Node slices;
-    slices.parent = dir_ino;
-    slices.kind = NodeKind::kSlicesDir;
-    slices.name = std::string(kSlicesDirName);
-    slices.tensor_index = i;
-    InodeId data_ino = fs->AddNode(std::move(data));
-    InodeId dtype_ino = fs->AddNode(std::move(dtype));
-    InodeId shape_ino = fs->AddNode(std::move(shape));
-    InodeId slices_ino = fs->AddNode(std::move(slices));
-    fs->nodes_[dir_ino - 1].children = {data_ino, dtype_ino, shape_ino};
+    InodeId slices_ino = add_child(NodeKind::kSlicesDir, kSlicesDirName);
+    fs->SetChildren(dir_ino, {data_ino, dtype_ino, shape_ino});
     fs->nodes_[dir_ino - 1].hidden_child = slices_ino;
-    fs->nodes_[0].children.push_back(dir_ino);
     fs->nodes_[0].subdirectories++;
   }
 
+  std::vector<InodeId> root_children = fs->tensor_dirs_;
   Node metadata;
   metadata.parent = kRootInode;
-  metadata.kind = NodeKind::kStaticFile;
-  metadata.name = std::string(kMetadataFileName);
-  metadata.content = fs->header_.MetadataJson() + "\n";
-  InodeId metadata_ino = fs->AddNode(std::move(metadata));
-  fs->nodes_[0].children.push_back(metadata_ino);
+  metadata.kind = NodeKind::kMetadataFile;
+  metadata.name = kMetadataFileName;
+  fs->metadata_text_ = fs->header_.MetadataJson() + "\n";
+  InodeId metadata_ino = fs->AddNode(metadata);
+  root_children.push_back(metadata_ino);
   fs->root_index_.emplace(kMetadataFileName, metadata_ino);
 
   // __stats__ is dropped when a tensor's directory already has that name.
@@ -123,11 +118,12 @@ StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(std::unique_ptr<ByteSou
     Node stats;
     stats.parent = kRootInode;
     stats.kind = NodeKind::kStats;
-    stats.name = std::string(kStatsFileName);
-    InodeId stats_ino = fs->AddNode(std::move(stats));
-    fs->nodes_[0].children.push_back(stats_ino);
+    stats.name = kStatsFileName;
+    InodeId stats_ino = fs->AddNode(stats);
+    root_children.push_back(stats_ino);
     fs->root_index_.emplace(kStatsFileName, stats_ino);
   }
+  fs->SetChildren(kRootInode, root_children);
   fs->slice_views_ = std::make_unique<SliceViewCache>(fs->nodes_.size() + 1, options.max_slice_views);
   return fs;
 }
@@ -138,7 +134,7 @@ const Filesystem::Node* Filesystem::Find(InodeId ino) const {
 }
 
 const std::string& Filesystem::DirectoryName(size_t tensor_index) const {
-  return nodes_[tensor_dirs_.at(tensor_index) - 1].name;
+  return dir_names_.at(tensor_index);
 }
 
 NodeAttr Filesystem::AttrOf(InodeId ino, const Node& node) const {
@@ -153,9 +149,11 @@ NodeAttr Filesystem::AttrOf(InodeId ino, const Node& node) const {
       attr.nlink = 2 + node.subdirectories;
       attr.size = 0;
       break;
-    case NodeKind::kStaticFile:
+    case NodeKind::kDtypeFile:
+    case NodeKind::kShapeFile:
+    case NodeKind::kMetadataFile:
       attr.mode = S_IFREG | 0444;
-      attr.size = node.content.size();
+      attr.size = ContentOf(node).size();
       break;
     case NodeKind::kTensorData:
       attr.mode = S_IFREG | 0444;
@@ -168,6 +166,15 @@ NodeAttr Filesystem::AttrOf(InodeId ino, const Node& node) const {
       break;
   }
   return attr;
+}
+
+std::string Filesystem::ContentOf(const Node& node) const {
+  switch (node.kind) {
+    case NodeKind::kDtypeFile: return std::string(DTypeName(header_.tensors[node.tensor_index].dtype)) + "\n";
+    case NodeKind::kShapeFile: return ShapeToString(header_.tensors[node.tensor_index].shape) + "\n";
+    case NodeKind::kMetadataFile: return metadata_text_;
+    default: return std::string();
+  }
 }
 
 StatusOr<NodeAttr> Filesystem::GetAttr(InodeId ino) const {
@@ -219,7 +226,8 @@ StatusOr<NodeAttr> Filesystem::Lookup(InodeId parent, std::string_view name) con
     if (it == root_index_.end()) return Status::NotFound(std::string(name));
     return AttrOf(it->second, nodes_[it->second - 1]);
   }
-  for (InodeId child : dir->children) {
+  for (uint32_t k = 0; k < dir->child_count; ++k) {
+    InodeId child = child_lists_[dir->first_child + k];
     if (nodes_[child - 1].name == name) return AttrOf(child, nodes_[child - 1]);
   }
   if (dir->hidden_child != 0 && nodes_[dir->hidden_child - 1].name == name) {
@@ -230,12 +238,12 @@ StatusOr<NodeAttr> Filesystem::Lookup(InodeId parent, std::string_view name) con
 
 size_t DirListing::size() const {
   if (view_ != nullptr || evicted_view_dir_ != 0) return 3;
-  return children_ == nullptr ? 0 : children_->size();
+  return child_count_;
 }
 
 std::string_view DirListing::NameAt(size_t index) const {
   if (view_ != nullptr || evicted_view_dir_ != 0) return Filesystem::kSliceFileNames[index + 1];
-  return fs_->nodes_[(*children_)[index] - 1].name;
+  return fs_->nodes_[children_[index] - 1].name;
 }
 
 NodeAttr DirListing::AttrAt(size_t index) const {
@@ -247,7 +255,7 @@ NodeAttr DirListing::AttrAt(size_t index) const {
     attr.mtime = fs_->mtime_;
     return attr;
   }
-  InodeId child = (*children_)[index];
+  InodeId child = children_[index];
   return fs_->AttrOf(child, fs_->nodes_[child - 1]);
 }
 
@@ -270,7 +278,8 @@ StatusOr<DirListing> Filesystem::OpenDir(InodeId ino) const {
   if (dir == nullptr) return NoInode(ino);
   if (dir->kind == NodeKind::kSlicesDir) return listing;  // empty: views exist once looked up
   if (dir->kind != NodeKind::kDirectory) return Status::InvalidArgument("not a directory");
-  listing.children_ = &dir->children;
+  listing.children_ = child_lists_.data() + dir->first_child;
+  listing.child_count_ = dir->child_count;
   return listing;
 }
 
@@ -328,8 +337,10 @@ StatusOr<size_t> Filesystem::Read(const FileHandle& file, uint64_t offset, size_
     case NodeKind::kDirectory:
     case NodeKind::kSlicesDir:
       return Status::InvalidArgument("is a directory");
-    case NodeKind::kStaticFile:
-      return CopyContent(node->content, offset, length, dst);
+    case NodeKind::kDtypeFile:
+    case NodeKind::kShapeFile:
+    case NodeKind::kMetadataFile:
+      return CopyContent(ContentOf(*node), offset, length, dst);
     case NodeKind::kStats:
       return CopyContent(StatsJson(), offset, length, dst);
     case NodeKind::kTensorData:

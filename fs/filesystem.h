@@ -1,6 +1,7 @@
 // Filesystem: the stfs tree in core types, with no FUSE in sight.
 //
-// Built once from a validated Header, in time linear in the tensor count:
+// Built once from a validated Header, in time and memory linear in the
+// tensor count (about 450 bytes a tensor beside the header):
 // every node (root, one directory per tensor, its dtype/shape/data files and
 // `slices` directory, and the root's __metadata__ and __stats__ files) gets
 // an inode number that never changes for the life of the mount. The static
@@ -98,7 +99,8 @@ class DirListing {
  private:
   friend class Filesystem;
   const Filesystem* fs_ = nullptr;
-  const std::vector<InodeId>* children_ = nullptr;  // static directories
+  const InodeId* children_ = nullptr;               // static directories
+  size_t child_count_ = 0;
   std::shared_ptr<const SliceView> view_;          // a slice view's directory
   InodeId evicted_view_dir_ = 0;                   // an evicted view's directory
 };
@@ -162,16 +164,18 @@ class Filesystem {
 
  private:
   friend class DirListing;
-  enum class NodeKind { kDirectory, kStaticFile, kTensorData, kStats, kSlicesDir };
+  // File kinds hold no bytes of their own: dtype, shape and metadata text is
+  // made from the header when asked, so a node costs ~56 bytes.
+  enum class NodeKind { kDirectory, kDtypeFile, kShapeFile, kMetadataFile, kTensorData, kStats, kSlicesDir };
 
   struct Node {
     InodeId parent = kRootInode;
-    NodeKind kind = NodeKind::kDirectory;
-    std::string name;
-    std::string content;           // kStaticFile
-    size_t tensor_index = 0;       // kTensorData and tensor directories
-    std::vector<InodeId> children; // kDirectory, in listing order
+    uint64_t tensor_index = 0;     // tensor directories and their files
+    std::string_view name;         // a literal, or one of dir_names_
+    uint32_t first_child = 0;      // kDirectory: child_lists_[first_child, +child_count),
+    uint32_t child_count = 0;      // in listing order
     uint32_t subdirectories = 0;
+    NodeKind kind = NodeKind::kDirectory;
     InodeId hidden_child = 0;      // found by Lookup, left out of listings
   };
 
@@ -180,9 +184,13 @@ class Filesystem {
   static constexpr std::string_view kSliceFileNames[4] = {"", "data", "dtype", "shape"};
 
   Filesystem(std::unique_ptr<ByteSource> source, Header header);
-  InodeId AddNode(Node node);
+  InodeId AddNode(const Node& node);
   const Node* Find(InodeId ino) const;
   NodeAttr AttrOf(InodeId ino, const Node& node) const;
+  // The bytes of a dtype, shape or metadata file.
+  std::string ContentOf(const Node& node) const;
+  // Points `dir`'s children at the next `children.size()` slots of child_lists_.
+  void SetChildren(InodeId dir, const std::vector<InodeId>& children);
   bool IsSliceInode(InodeId ino) const { return ino > nodes_.size(); }
 
   // Returns the view owning `ino` and its role: Stale when evicted,
@@ -205,10 +213,12 @@ class Filesystem {
   Header header_;
   timespec mtime_{0, 0};
   std::vector<Node> nodes_;  // nodes_[ino - 1]
+  std::vector<InodeId> child_lists_;  // every directory's children, back to back
+  std::vector<std::string> dir_names_;  // by tensor index; reserved in full, never moved
+  std::string metadata_text_;
   std::vector<InodeId> tensor_dirs_;  // by tensor index
   // Root children by name (the root can hold many thousands of entries);
-  // keys point into nodes_' names, which never move (nodes_ is reserved
-  // in full before the first node is added).
+  // keys point into dir_names_ and literals, which never move.
   std::unordered_map<std::string_view, InodeId> root_index_;
 
   // Numbered from nodes_.size() + 1; made once the static tree is complete.
