@@ -118,9 +118,13 @@ GetAddressRangeFn AddressRangeFunction() {
   static const GetAddressRangeFn fn = [] {
     void* f = nullptr;
     cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 12000, cudaEnableDefault, &found) !=
-            cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
+#if CUDART_VERSION >= 12050
+    const cudaError_t err = cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 12000, cudaEnableDefault,
+                                                             &found);
+#else
+    const cudaError_t err = cudaGetDriverEntryPoint("cuMemGetAddressRange", &f, cudaEnableDefault, &found);
+#endif
+    if (err != cudaSuccess || found != cudaDriverEntryPointSuccess) {
       (void)cudaGetLastError();
       return GetAddressRangeFn{nullptr};
     }
@@ -235,10 +239,17 @@ class CudaCopyEngine final : public CopyEngine {
     }
     DeviceScope scope(device_);
     RETURN_IF_ERROR(scope.status());
+#if CUDART_VERSION >= 12080
     int stream_device = -1;
     STFS_CUDA_RETURN(cudaStreamGetDevice(static_cast<cudaStream_t>(stream), &stream_device),
                      name_ + ": asking which device the stream belongs to");
     return CheckStreamDevice(stream_device, device_);
+#else
+    // Runtimes before 12.8 cannot say; Begin's cudaEventRecord of an event
+    // of this device on the stream then refuses a stream of another device
+    // (cudaErrorInvalidResourceHandle -> InvalidArgument) before any copy.
+    return Status::OK();
+#endif
   }
 
   Status SetLanes(int lanes) override {
