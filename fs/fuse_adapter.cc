@@ -7,8 +7,13 @@
 // also keeps mmap working (no direct_io) — except __stats__, which changes
 // and is served with direct_io and zero timeouts.
 //
-// Locking: the Filesystem is immutable after construction; the only shared
-// mutable state here is ReadyState (its own mutex) and per-thread buffers.
+// Lookup counts: every entry handed to the kernel (lookup, readdirplus) is
+// Remember()ed and every FORGET passed on, which is what lets the
+// Filesystem's slice view cache drop views the kernel no longer holds.
+//
+// Locking: the Filesystem's tree is immutable after construction and its
+// slice view cache has its own mutex; the only shared mutable state here is
+// ReadyState (its own mutex) and per-thread buffers.
 #define FUSE_USE_VERSION 312
 #include "fs/fuse_adapter.h"
 
