@@ -281,7 +281,10 @@ HttpResponse HttpClient::Perform(const HttpRequest& request,
   Slist headers;
   bool headers_ok = true;
   // No "Accept-Encoding": ranges must address the stored bytes, not an encoding.
-  headers_ok &= Append(&headers, "Accept-Encoding:");
+  // Not when signing: libcurl's SigV4 would sign the removed header as if it
+  // were sent empty, and S3 would compute another signature.
+  const bool sign = request.send_extra_headers && !settings_.aws_sigv4.empty();
+  if (!sign) headers_ok &= Append(&headers, "Accept-Encoding:");
   if (!request.if_match.empty()) headers_ok &= Append(&headers, "If-Match: " + request.if_match);
   if (!request.if_unmodified_since.empty()) {
     headers_ok &= Append(&headers, "If-Unmodified-Since: " + request.if_unmodified_since);
@@ -336,7 +339,7 @@ HttpResponse HttpClient::Perform(const HttpRequest& request,
   curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
   curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
   if (!settings_.ca_file.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, settings_.ca_file.c_str());
-  if (request.send_extra_headers && !settings_.aws_sigv4.empty()) {
+  if (sign) {
     curl_easy_setopt(curl, CURLOPT_AWS_SIGV4, settings_.aws_sigv4.c_str());
     curl_easy_setopt(curl, CURLOPT_USERNAME, settings_.aws_access_key_id.c_str());
     curl_easy_setopt(curl, CURLOPT_PASSWORD, settings_.aws_secret_access_key.c_str());

@@ -105,6 +105,24 @@ void S3rverServer::Put(const std::string& bucket, const std::string& key, const 
   Curl({"-T", file, *url});
 }
 
+std::unique_ptr<SigV4Checker> SigV4Checker::Start(const std::string& key_id, const std::string& secret,
+                                                   std::string* error) {
+  std::unique_ptr<SigV4Checker> checker(new SigV4Checker());
+  checker->port_ = FreePort();
+  checker->pid_ = Spawn({"python3", std::string(STFS_SOURCE_DIR) + "/tests/remote/s3_sigv4_check.py",
+                         std::to_string(checker->port_), key_id, secret});
+  for (int i = 0; checker->pid_ > 0 && i < 200; ++i) {
+    if (CanConnect(checker->port_)) return checker;
+    if (Exited(checker->pid_)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  checker->pid_ = -1;
+  *error = "tests/remote/s3_sigv4_check.py did not start (python3 from scripts/setup.sh)";
+  return nullptr;
+}
+
+SigV4Checker::~SigV4Checker() { Stop(pid_); }
+
 void UseS3Keys(const char* key_id, const char* secret) {
   ::setenv("AWS_ACCESS_KEY_ID", key_id, 1);
   ::setenv("AWS_SECRET_ACCESS_KEY", secret, 1);

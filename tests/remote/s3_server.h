@@ -50,6 +50,24 @@ class S3rverServer {
   int port_ = 0;
 };
 
+// tests/remote/s3_sigv4_check.py on a free port: answers 200 to a GET whose
+// SigV4 signature it recomputes the same (for one key pair), 403 otherwise.
+class SigV4Checker {
+ public:
+  static std::unique_ptr<SigV4Checker> Start(const std::string& key_id, const std::string& secret,
+                                             std::string* error);
+  ~SigV4Checker();
+  SigV4Checker(const SigV4Checker&) = delete;
+  SigV4Checker& operator=(const SigV4Checker&) = delete;
+  // http://127.0.0.1:PORT
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  SigV4Checker() = default;
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
 struct S3TestResponse {
   long status = 0;
   std::string content_range;

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Test server that checks AWS SigV4 signatures, for tests/remote/s3_*.
+
+s3rver accepts any secret, so it cannot show that a signature is right. This
+server recomputes the signature of every GET the way S3 does (canonical URI
+as sent, query re-encoded and sorted, the signed headers, the payload hash
+header) with the stdlib's hmac, for one key pair given on the command line,
+and answers 200 "signature ok" or 403 with what differed. Test use only.
+
+    s3_sigv4_check.py PORT ACCESS_KEY_ID SECRET_ACCESS_KEY
+"""
+import hashlib
+import hmac
+import http.server
+import sys
+import urllib.parse
+
+
+
+def aws_encode(text):
+    return urllib.parse.quote(text, safe="~")  # quote keeps A-Za-z0-9-._ and what safe adds
+
+
+def canonical_query(raw):
+    if not raw:
+        return ""
+    pairs = []
+    for part in raw.split("&"):
+        name, _, value = part.partition("=")
+        pairs.append((aws_encode(urllib.parse.unquote(name)), aws_encode(urllib.parse.unquote(value))))
+    return "&".join(f"{n}={v}" for n, v in sorted(pairs))
+
+
+def hmac_sha256(key, text):
+    return hmac.new(key, text.encode(), hashlib.sha256).digest()
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def answer(self, status, text):
+        body = text.encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        auth = self.headers.get("Authorization", "")
+        if not auth.startswith("AWS4-HMAC-SHA256 "):
+            return self.answer(403, "no SigV4 Authorization header")
+        fields = dict(f.strip().split("=", 1) for f in auth[len("AWS4-HMAC-SHA256 "):].split(","))
+        key_id, date, region, service, _ = fields["Credential"].split("/")
+        if key_id != self.server.key_id:
+            return self.answer(403, "unknown access key")
+        signed = fields["SignedHeaders"].split(";")
+        if signed != sorted(signed) or "host" not in signed or "x-amz-date" not in signed:
+            return self.answer(403, "SignedHeaders not sorted or lacks host / x-amz-date")
+        for name in signed:
+            if self.headers.get(name) is None:
+                return self.answer(403, f"signed header {name} was not sent")
+        path, _, query = self.path.partition("?")
+        headers = "".join(f"{n}:{' '.join(self.headers.get(n).split())}\n" for n in signed)
+        payload = self.headers.get("x-amz-content-sha256")
+        if payload is None:
+            return self.answer(403, "no x-amz-content-sha256")
+        request = "\n".join(["GET", path, canonical_query(query), headers, ";".join(signed), payload])
+        amz_date = self.headers.get("x-amz-date")
+        scope = f"{date}/{region}/{service}/aws4_request"
+        to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(request.encode()).hexdigest()])
+        key = ("AWS4" + self.server.secret).encode()
+        for part in (date, region, service, "aws4_request"):
+            key = hmac_sha256(key, part)
+        expected = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+        if not hmac.compare_digest(expected, fields["Signature"]):
+            return self.answer(403, "signature mismatch; canonical request was:\n" + request)
+        self.answer(200, f"signature ok {region} {service} {path}?{query}")
+
+    def log_message(self, *args):
+        pass
+
+
+def main():
+    port, key_id, secret = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server.key_id, server.secret = key_id, secret
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
