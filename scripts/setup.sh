@@ -12,7 +12,9 @@ packages=(
   libcurl4-openssl-dev curl
   libgtest-dev
   nginx-light
-  python3
+  python3 python3-numpy
+  # fuzzing (libFuzzer) and sanitizer runtimes; gcc's ASan/UBSan/TSan come with build-essential
+  clang libclang-rt-14-dev
 )
 
 missing=()

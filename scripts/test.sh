@@ -1,11 +1,68 @@
 #!/usr/bin/env bash
-# The one command for a fresh machine: installs what is missing, builds
-# everything this machine can build (CUDA parts when nvcc exists), and runs
-# every test through CTest. Exit status is CTest's.
+# The one command for a fresh machine: installs what is missing, builds and
+# runs every test, in three stages, each built once:
+#   1. plain: build/ (CUDA parts when nvcc exists), every CTest test;
+#   2. sanitizers (STFS_TEST_SANITIZERS, default 1): build-asan/ with
+#      ASan+UBSan (CUDA off) runs every test again, mounts and remote
+#      included; build-tsan/ with TSan builds only the targets of tests
+#      labelled `tsan` (stress, block cache) and runs `ctest -L tsan`;
+#   3. fuzzing (STFS_TEST_FUZZ, default 1): scripts/fuzz.sh runs each fuzz
+#      target for STFS_TEST_FUZZ_SECONDS (default 25) with clang+ASan+UBSan.
+# STFS_TEST_SANITIZERS=0 STFS_TEST_FUZZ=0 is the quick developer loop. Every
+# stage runs even after one fails; the exit status is non-zero if any did.
+# Extra arguments go to the plain build's cmake configure step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
-./scripts/build.sh "$@"
-build_dir="${STFS_BUILD_DIR:-build}"
-cd "$build_dir"
-ctest --output-on-failure --timeout 900 -j "$(nproc)"
+
+jobs="$(nproc)"
+launcher=()
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+failed=()
+stage() {  # name command...
+  local name="$1" start=$SECONDS
+  shift
+  echo "=== test.sh: $name"
+  if "$@"; then echo "=== test.sh: $name passed ($((SECONDS - start)) s)"
+  else echo "=== test.sh: $name FAILED ($((SECONDS - start)) s)"; failed+=("$name"); fi
+}
+
+plain() {
+  ./scripts/build.sh "$@" &&
+    ctest --test-dir "${STFS_BUILD_DIR:-build}" --output-on-failure --timeout 900 -j "$jobs"
+}
+
+# ASan+UBSan: every test (the stfs daemon of the mount tests is instrumented too).
+asan() {
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTFS_SANITIZE=address,undefined \
+    -DSTFS_BUILD_CUDA=OFF "${launcher[@]}" >/dev/null &&
+    cmake --build build-asan -j "$jobs" &&
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+      ctest --test-dir build-asan --output-on-failure --timeout 900 -j "$jobs"
+}
+
+# TSan: only what the tsan-labelled tests need (target stfs_tsan_tests).
+tsan() {
+  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTFS_SANITIZE=thread \
+    -DSTFS_BUILD_CUDA=OFF "${launcher[@]}" >/dev/null &&
+    cmake --build build-tsan -j "$jobs" --target stfs_tsan_tests &&
+    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+      ctest --test-dir build-tsan -L tsan --no-tests=ignore --output-on-failure --timeout 900 -j "$jobs"
+}
+
+stage "plain build and tests" plain "$@"
+if [[ "${STFS_TEST_SANITIZERS:-1}" != 0 ]]; then
+  stage "ASan+UBSan build and tests" asan
+  stage "TSan build and tsan-labelled tests" tsan
+fi
+if [[ "${STFS_TEST_FUZZ:-1}" != 0 ]]; then
+  stage "fuzzing (${STFS_TEST_FUZZ_SECONDS:-25} s per target)" ./scripts/fuzz.sh "${STFS_TEST_FUZZ_SECONDS:-25}"
+fi
+
+if [[ ${#failed[@]} -gt 0 ]]; then
+  echo "test.sh: FAILED: ${failed[*]}" >&2
+  exit 1
+fi
+echo "test.sh: all stages passed"
