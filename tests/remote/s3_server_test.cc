@@ -163,6 +163,28 @@ TEST_F(S3rverTest, ReplacedObjectIsStaleNeverMixed) {
   EXPECT_EQ(n.status().code(), StatusCode::kStale) << n.status().ToString();
 }
 
+TEST_F(S3rverTest, SlowDownAnswersAreRetriedWithinBounds) {
+  UseS3Keys("S3RVER", "S3RVER");
+  std::string file = FileWithTensorSizes({3 << 20});
+  server_->Put("models", "m.safetensors", file);
+  std::string error;
+  std::unique_ptr<FaultProxy> proxy = FaultProxy::Start(server_->endpoint().url, &error);
+  ASSERT_NE(proxy, nullptr) << error;
+  RemoteOptions options = Options();
+  options.s3.url = proxy->Url("");
+  proxy->Set("fault=status&status=503&every=2");  // S3's SlowDown is a 503
+  StatusOr<std::unique_ptr<ByteSource>> source = OpenRemoteSource("s3://models/m.safetensors", options);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(CheckRead(**source, file, 1 << 20, 2 << 20), "");
+  EXPECT_GT(proxy->Requests(), 2);
+
+  proxy->Set("fault=status&status=503");  // never recovers: fails after retries, not forever
+  StatusOr<std::unique_ptr<ByteSource>> failing = OpenRemoteSource("s3://models/m.safetensors", options);
+  ASSERT_FALSE(failing.ok());
+  EXPECT_NE(failing.status().message().find("HTTP 503"), std::string::npos) << failing.status().message();
+  EXPECT_EQ(proxy->Requests(), 1 + options.retries);
+}
+
 TEST_F(S3rverTest, RemoteSourceRefusesUnknownKeyInOneLineWithoutTheSecret) {
   server_->Put("models", "m.safetensors", FileWithTensorSizes({100}));
   UseS3Keys("NOSUCHKEY", "very-secret-value");
