@@ -66,6 +66,24 @@ TEST_F(S3Mount, UnknownKeyIsOneLineNamingTheCredentialsNotTheSecret) {
   EXPECT_EQ(r.err.find("very-secret"), std::string::npos) << r.err;
 }
 
+TEST_F(S3Mount, ProfileOptionTakesKeysFromTheSharedCredentialsFile) {
+  server_->Put("models", "m.safetensors", BuildSafetensors(tensors_, "{}"));
+  UseS3Keys("NOSUCHKEY", "very-secret-value");  // -o profile= wins over these
+  std::string file = dir_.Write("credentials", "[default]\naws_access_key_id = NOSUCHKEY\n"
+                                               "aws_secret_access_key = x\n"
+                                               "[s3rver]\naws_access_key_id = S3RVER\n"
+                                               "aws_secret_access_key = S3RVER\n");
+  ::setenv("AWS_SHARED_CREDENTIALS_FILE", file.c_str(), 1);
+  CommandResult r = RunStfs({"inspect", "s3://models/m.safetensors", "-o", EndpointOption() + ",profile=s3rver"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("embed"), std::string::npos) << r.out;
+
+  CommandResult missing =
+      RunStfs({"inspect", "s3://models/m.safetensors", "-o", EndpointOption() + ",profile=absent"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("no profile [absent] in " + file), std::string::npos) << missing.err;
+}
+
 TEST_F(S3Mount, MalformedBucketIsRefusedBeforeAnyRequest) {
   CommandResult r = RunStfs({"inspect", "s3://Bad_Bucket/m.safetensors", "-o", EndpointOption()});
   EXPECT_EQ(r.exit_code, 1) << r.err;
