@@ -68,7 +68,13 @@ if [[ $FETCH == 1 ]]; then
   mkdir -p "$DEPS/debs"
   (cd "$DEPS/debs" && apt-get download nlohmann-json3-dev googletest)
   for deb in "$DEPS"/debs/*.deb; do dpkg -x "$deb" "$DEPS"; done
-  grep -qx '/.gpu-deps/' "$ROOT/.git/info/exclude" 2>/dev/null || echo '/.gpu-deps/' >> "$ROOT/.git/info/exclude"
+  # Keep .gpu-deps out of git (worktrees too: their .git is a file).
+  EXCLUDE=$(git -C "$ROOT" rev-parse --git-path info/exclude 2>/dev/null || true)
+  if [[ -n "$EXCLUDE" ]]; then
+    [[ "$EXCLUDE" == /* ]] || EXCLUDE="$ROOT/$EXCLUDE"
+    mkdir -p "$(dirname "$EXCLUDE")"
+    grep -qx '/.gpu-deps/' "$EXCLUDE" 2>/dev/null || echo '/.gpu-deps/' >> "$EXCLUDE"
+  fi
   du -sh "$DEPS"
   echo "gpu-check: carry .gpu-deps with the device run"
   exit 0
