@@ -549,22 +549,24 @@ std::string JoinOptions(const std::vector<std::string>& options) {
   return out;
 }
 
-// Session lifecycle. Signals only mark the session exited and write a byte
-// to a pipe (all a handler may do); the stopper, a normal thread, then runs
-// the caller's on_teardown (cancelling source reads, so no worker stays in
-// a read) and, should workers still be busy after kTeardownGraceMs, detaches
-// the mount itself, so a signal removes the mount within 2 s whatever the
-// readers do. libfuse blocks these signals in its workers; our own threads
-// block them too, so they reach the loop thread and interrupt its wait.
+// Session lifecycle. A stop signal only writes a byte to a pipe (all a
+// handler may do). The stopper, a normal thread, then
+//   1. runs the caller's on_teardown, which makes source reads fail at once
+//      (a worker blocked on a slow source answers EIO),
+//   2. detaches the mount, so it is gone within milliseconds and the kernel
+//      sends nothing new; requests already queued (the kernel retries a
+//      failed read-ahead as a plain read) are still answered, quickly,
+//   3. lets the loop end by itself once the last open file is closed, or
+//      after kDrainMs ends it (fds still open then get ENOTCONN).
+// libfuse blocks these signals in its workers; our own threads block them
+// too, so they reach the loop thread and interrupt its wait.
 constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
-constexpr int kTeardownGraceMs = 1200;
+constexpr int kDrainMs = 1000;
 
-std::atomic<fuse_session*> g_session{nullptr};
 std::atomic<int> g_wake_fd{-1};
 
 void OnStopSignal(int) {
   int saved = errno;
-  if (fuse_session* se = g_session.load()) fuse_session_exit(se);
   int fd = g_wake_fd.load();
   if (fd >= 0) (void)!::write(fd, "x", 1);
   errno = saved;
@@ -572,8 +574,7 @@ void OnStopSignal(int) {
 
 class StopSignals {
  public:
-  StopSignals(fuse_session* se, int wake_fd) {
-    g_session = se;
+  explicit StopSignals(int wake_fd) {
     g_wake_fd = wake_fd;
     struct sigaction sa;
     std::memset(&sa, 0, sizeof sa);
@@ -584,7 +585,6 @@ class StopSignals {
   }
   ~StopSignals() {
     for (size_t i = 0; i < std::size(kStopSignals); ++i) ::sigaction(kStopSignals[i], &old_[i], nullptr);
-    g_session = nullptr;
     g_wake_fd = -1;
   }
 
@@ -638,9 +638,10 @@ std::string WithFuseMessage(std::string base) {
 }
 
 // Serves the mounted session until a signal, an unmount or a refused
-// readiness ends it; returns the loop's outcome.
-Status RunSession(fuse_session* se, Context& ctx, const ServeOptions& options, int wake_fd,
-                  const std::function<bool(const Status&)>& on_ready) {
+// readiness ends it; returns the loop's outcome. `wake` is the stop pipe;
+// `*detached` tells whether the stopper already removed the mount.
+Status RunSession(fuse_session* se, Context& ctx, const ServeOptions& options, const int wake[2],
+                  std::atomic<bool>* detached, const std::function<bool(const Status&)>& on_ready) {
   const pthread_t loop_thread = pthread_self();
   auto loop_done = [&] {
     std::lock_guard<std::mutex> lock(ctx.ready.mu);
@@ -662,25 +663,24 @@ Status RunSession(fuse_session* se, Context& ctx, const ServeOptions& options, i
     } else {
       RaiseReadahead(options.mountpoint, options.readahead_kb, options.debug);
     }
-    if (!on_ready(ready) || !ready.ok()) {
-      fuse_session_exit(se);
-      pthread_kill(loop_thread, SIGTERM);  // wakes the loop through OnStopSignal
-    }
+    if (!on_ready(ready) || !ready.ok()) (void)!::write(wake[1], "x", 1);  // tear down
   });
   std::thread stopper = StartQuietThread([&] {
-    pollfd wake = {wake_fd, POLLIN, 0};
+    pollfd stop = {wake[0], POLLIN, 0};
+    bool signalled = false;
     for (;;) {
       if (loop_done()) return;
-      if (::poll(&wake, 1, 100) > 0 || fuse_session_exited(se)) break;
+      if (::poll(&stop, 1, 100) > 0) { signalled = true; break; }
+      if (fuse_session_exited(se)) break;  // unmounted from outside: the loop is ending
     }
     if (options.on_teardown) options.on_teardown();
+    if (!signalled) return;
+    DetachMount(options.mountpoint);
+    *detached = true;
     std::unique_lock<std::mutex> lock(ctx.ready.mu);
-    if (!ctx.ready.cv.wait_for(lock, std::chrono::milliseconds(kTeardownGraceMs),
-                               [&] { return ctx.ready.loop_done; })) {
-      lock.unlock();
-      std::fprintf(stderr, "stfs: %s: requests still busy at shutdown; detaching the mount\n",
-                   options.mountpoint.c_str());
-      DetachMount(options.mountpoint);
+    if (!ctx.ready.cv.wait_for(lock, std::chrono::milliseconds(kDrainMs), [&] { return ctx.ready.loop_done; })) {
+      fuse_session_exit(se);
+      pthread_kill(loop_thread, SIGTERM);  // interrupts the loop's wait (the handler only writes the pipe)
     }
   });
 
@@ -749,13 +749,16 @@ Status ServeFilesystem(const Filesystem& fs, const ServeOptions& options,
   }
   Status result = Status::OK();
   {
-    StopSignals signals(se, wake[1]);
+    StopSignals signals(wake[1]);
     if (fuse_session_mount(se, options.mountpoint.c_str()) != 0) {
       result = Status::IOError(WithFuseMessage(options.mountpoint + ": mount failed"));
       on_ready(result);
     } else {
-      result = RunSession(se, ctx, options, wake[0], on_ready);
-      fuse_session_unmount(se);
+      std::atomic<bool> detached{false};
+      result = RunSession(se, ctx, options, wake, &detached, on_ready);
+      // After a detach the path may hold someone else's mount by now: only
+      // the session's fd is closed (by fuse_session_destroy).
+      if (!detached) fuse_session_unmount(se);
     }
   }
   ::close(wake[0]);
