@@ -13,9 +13,7 @@ namespace {
 
 constexpr uint64_t kBatchAlignment = 256;
 
-std::string Quoted(std::string_view name) {
-  return "tensor \"" + std::string(name.substr(0, 200)) + "\"";
-}
+std::string Quoted(std::string_view name) { return "tensor " + QuoteTensorName(name); }
 
 struct PlannedRequest {
   const TensorInfo* tensor;

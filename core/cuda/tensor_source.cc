@@ -180,10 +180,24 @@ const TensorInfo* TensorSource::Find(std::string_view name) const {
 StatusOr<const TensorInfo*> TensorSource::Get(std::string_view name) const {
   const TensorInfo* t = Find(name);
   if (t == nullptr) {
-    std::string shown(name.substr(0, 200));
-    return Status::NotFound(Describe() + ": no tensor named \"" + shown + "\"");
+    return Status::NotFound(Describe() + ": no tensor named " + QuoteTensorName(name));
   }
   return t;
+}
+
+std::string QuoteTensorName(std::string_view name) {
+  std::string out = "\"";
+  for (unsigned char c : name.substr(0, 200)) {
+    if (c < 0x20 || c == 0x7f) {
+      static const char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
 }
 
 }  // namespace stfs::gpu

@@ -63,6 +63,10 @@ class TensorSource {
   std::unordered_map<std::string_view, size_t> by_name_;
 };
 
+// A tensor name for a one-line message: quoted, at most 200 bytes, control
+// bytes written as \xNN (a NUL would end the message for C callers).
+std::string QuoteTensorName(std::string_view name);
+
 // Parses the text of a tensor directory's `shape` file ("[32000,4096]\n",
 // "[]" for a scalar).
 StatusOr<std::vector<uint64_t>> ParseShapeText(std::string_view text);

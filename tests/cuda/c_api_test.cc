@@ -108,6 +108,23 @@ TEST_F(CApiTest, LoadsABatch) {
   EXPECT_NE(std::string(stfs_gpu_last_error()).find("step"), std::string::npos) << stfs_gpu_last_error();
 }
 
+TEST_F(CApiTest, DefaultsBindToTheCurrentDeviceAndBatchesAreChecked) {
+  stfs_gpu_options options;
+  stfs_gpu_options_init(&options);
+  EXPECT_EQ(options.device, -1) << "a loader binds to the caller's current device by default";
+  // Overlapping destinations and a stream for the host loader are refused.
+  std::string a(40 * 24 * 2, '\x11');
+  stfs_gpu_request overlap[2] = {{0, "", a.data(), a.size()}, {1, "", a.data() + 100, 20}};
+  EXPECT_EQ(stfs_gpu_load_batch(loader_, source_, overlap, 2, nullptr), STFS_GPU_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(stfs_gpu_last_error()).find("overlap"), std::string::npos) << stfs_gpu_last_error();
+  EXPECT_NE(std::string(stfs_gpu_last_error()).find("\"n\\x00ul\""), std::string::npos)
+      << "a NUL in a name is escaped, not the end of the message: " << stfs_gpu_last_error();
+  EXPECT_EQ(a, std::string(40 * 24 * 2, '\x11')) << "a refused batch writes nothing";
+  int not_a_stream = 0;
+  EXPECT_EQ(stfs_gpu_load(loader_, source_, 0, "", a.data(), a.size(), &not_a_stream, nullptr),
+            STFS_GPU_INVALID_ARGUMENT);
+}
+
 TEST_F(CApiTest, ErrorsCarryCodesAndMessages) {
   std::string buf(10, '\0');
   EXPECT_EQ(stfs_gpu_load(loader_, source_, 0, "", buf.data(), buf.size(), nullptr, nullptr),
