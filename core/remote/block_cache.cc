@@ -110,24 +110,37 @@ void BlockCache::EvictFor(uint64_t incoming) {
   }
 }
 
+std::shared_ptr<CachedBlock> BlockCache::Existing(Entry& entry, bool prefetch, Found* found) {
+  std::shared_ptr<CachedBlock>& block = entry.block;
+  if (!prefetch) {
+    block->used = true;
+    ++block->pins;
+    // A consumed block read again is almost always a straggler of the same
+    // scan (FUSE threads deliver reads slightly out of order): it stays
+    // first in line for reuse.
+    if (!block->consumed) lru_.splice(lru_.begin(), lru_, entry.lru);
+  }
+  *found = block->state == CachedBlock::State::kReady ? Found::kReady : Found::kLoading;
+  return block;
+}
+
+std::shared_ptr<CachedBlock> BlockCache::FindExisting(uint64_t owner, uint64_t index,
+                                                      Found* found) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(Key{owner, index});
+  if (it == entries_.end()) {
+    *found = Found::kAbsent;
+    return nullptr;
+  }
+  return Existing(it->second, /*prefetch=*/false, found);
+}
+
 std::shared_ptr<CachedBlock> BlockCache::Acquire(uint64_t owner, uint64_t index, uint64_t offset,
                                                  size_t length, bool prefetch, Found* found) {
   std::lock_guard<std::mutex> lock(mu_);
   Key key{owner, index};
   auto it = entries_.find(key);
-  if (it != entries_.end()) {
-    std::shared_ptr<CachedBlock>& block = it->second.block;
-    if (!prefetch) {
-      block->used = true;
-      ++block->pins;
-      // A consumed block read again is almost always a straggler of the same
-      // scan (FUSE threads deliver reads slightly out of order): it stays
-      // first in line for reuse.
-      if (!block->consumed) lru_.splice(lru_.begin(), lru_, it->second.lru);
-    }
-    *found = block->state == CachedBlock::State::kReady ? Found::kReady : Found::kLoading;
-    return block;
-  }
+  if (it != entries_.end()) return Existing(it->second, prefetch, found);
   // A consumed block gives its buffer to this one. Consumed blocks form the
   // old end of the LRU list; the newest of them may still be being copied by
   // its reader, so look a few deep for one nobody holds.

@@ -94,6 +94,7 @@ class BlockCache {
     kLoading,  // someone is fetching it: Wait() for it
     kCreated,  // the caller must fetch it and call Complete()
     kNoRoom,   // the budget is taken by blocks being fetched or pinned
+    kAbsent,   // (FindExisting) not in the cache
   };
   // Finds block `index` of `owner`, or creates it in the loading state.
   // Nothing is created past the budget (kNoRoom, null): a demand reader
@@ -102,7 +103,11 @@ class BlockCache {
   std::shared_ptr<CachedBlock> Acquire(uint64_t owner, uint64_t index, uint64_t offset,
                                        size_t length, bool prefetch, Found* found);
 
-  // Unpins a block a demand read got from Acquire.
+  // Finds block `index` of `owner` (ready or loading) and pins it like a
+  // demand Acquire, without ever creating it (null and kAbsent).
+  std::shared_ptr<CachedBlock> FindExisting(uint64_t owner, uint64_t index, Found* found);
+
+  // Unpins a block a demand read got from Acquire or FindExisting.
   void Release(const std::shared_ptr<CachedBlock>& block);
 
   // Ends the fetch of a block created by Acquire: ready when `status` is OK,
@@ -158,6 +163,8 @@ class BlockCache {
     std::list<Key>::iterator lru;  // position in lru_ (front = most recent)
   };
 
+  // Returns an entry's block to a reader (pinned unless `prefetch`).
+  std::shared_ptr<CachedBlock> Existing(Entry& entry, bool prefetch, Found* found);  // requires mu_
   // Evicts ready blocks, oldest first, until `incoming` more bytes fit.
   void EvictFor(uint64_t incoming);                                   // requires mu_
   uint64_t Used() const { return bytes_ + other_bytes_; }             // requires mu_

@@ -150,6 +150,13 @@ Status HttpRangeSource::ReadThroughCache(uint64_t offset, size_t length, char* d
   std::vector<Touched> touched;
   Status status;
   try {
+    const ReadPatternTracker::Position position = pattern_.Record(offset, length);
+    const bool sequential = position.reads_before >= 2;
+    // A large read out of sequence fetches only its own bytes of the blocks
+    // not cached: whole blocks around it would multiply the bytes fetched by
+    // up to block_size / length, and nothing suggests the rest is wanted.
+    // Small random reads still fetch blocks, which the next ones reuse.
+    const bool exact = !sequential && length >= block_size_ / 4;
     touched.reserve(last - first + 1);
     for (uint64_t index = first; index <= last; ++index) {
       uint64_t block_offset = index * block_size_;
@@ -158,8 +165,9 @@ Status HttpRangeSource::ReadThroughCache(uint64_t offset, size_t length, char* d
       t.from = std::max(offset, block_offset);
       t.to = std::min(end, block_offset + block_length);
       BlockCache::Found found;
-      t.block = cache_->Acquire(owner_, index, block_offset, block_length, /*prefetch=*/false,
-                                &found);
+      t.block = exact ? cache_->FindExisting(owner_, index, &found)
+                      : cache_->Acquire(owner_, index, block_offset, block_length,
+                                        /*prefetch=*/false, &found);
       t.mine = found == BlockCache::Found::kCreated;
       if (found == BlockCache::Found::kReady) {
         hits_.fetch_add(1, std::memory_order_relaxed);
@@ -170,7 +178,7 @@ Status HttpRangeSource::ReadThroughCache(uint64_t offset, size_t length, char* d
       }
       touched.push_back(std::move(t));
     }
-    const bool sequential = ScheduleReadahead(offset, length, last);
+    ScheduleReadahead(position, offset, length, last);
 
     // Fetch what this read created (one request per run of consecutive
     // blocks) and what had no room (one request per run, into dst).
@@ -258,14 +266,15 @@ Status HttpRangeSource::FetchBlocks(const std::vector<std::shared_ptr<CachedBloc
   return status;
 }
 
-bool HttpRangeSource::ScheduleReadahead(uint64_t offset, size_t length, uint64_t last_block) const {
-  ReadPatternTracker::Position position = pattern_.Record(offset, length);
+void HttpRangeSource::ScheduleReadahead(const ReadPatternTracker::Position& position,
+                                        uint64_t offset, size_t length,
+                                        uint64_t last_block) const {
   const bool sequential = position.reads_before >= 2;
-  if (readahead_max_ < block_size_) return sequential;
+  if (readahead_max_ < block_size_) return;
   // Only a stream that has read two blocks' worth earns read-ahead: short
   // reads (dd count=8, a header, a small tensor) fetch about what they read,
   // and the kernel's own read-ahead already covers their next request.
-  if (!sequential || position.bytes_before < 2 * block_size_) return sequential;
+  if (!sequential || position.bytes_before < 2 * block_size_) return;
   // The window grows with the stream (as far ahead as it has read), so a
   // short sequential read (dd count=8) fetches little beyond itself.
   uint64_t end = offset + length;
@@ -273,7 +282,7 @@ bool HttpRangeSource::ScheduleReadahead(uint64_t offset, size_t length, uint64_t
       std::clamp<uint64_t>((position.bytes_before + length) / 2, block_size_, readahead_max_);
   uint64_t limit = std::min(TensorEndAfter(end - 1), end + window);
   uint64_t from = last_block + 1;
-  if (limit <= from * block_size_) return sequential;
+  if (limit <= from * block_size_) return;
   uint64_t to = (limit - 1) / block_size_;
   std::vector<std::shared_ptr<CachedBlock>> created;
   const Deadline deadline = fetcher_->DeadlineFromNow();
@@ -286,7 +295,7 @@ bool HttpRangeSource::ScheduleReadahead(uint64_t offset, size_t length, uint64_t
     if (found == BlockCache::Found::kNoRoom) break;
     if (found == BlockCache::Found::kCreated) created.push_back(std::move(block));
   }
-  if (created.empty()) return sequential;
+  if (created.empty()) return;
   readahead_blocks_.fetch_add(created.size(), std::memory_order_relaxed);
   std::call_once(workers_started_, [this] { StartWorkers(); });
   if (workers_.empty()) {
@@ -295,7 +304,7 @@ bool HttpRangeSource::ScheduleReadahead(uint64_t offset, size_t length, uint64_t
       cache_->Complete(block, Status::ResourceExhausted(fetcher_->describe() +
                                                         ": cannot start read-ahead threads"));
     }
-    return sequential;
+    return;
   }
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
@@ -307,7 +316,7 @@ bool HttpRangeSource::ScheduleReadahead(uint64_t offset, size_t length, uint64_t
   queue_cv_.notify_all();
   // Shut down meanwhile: the workers may be gone, so nobody else would.
   for (auto& block : created) cache_->Complete(block, ShutDownError());
-  return sequential;
+  return;
 }
 
 void HttpRangeSource::StartWorkers() const {

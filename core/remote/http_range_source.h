@@ -58,9 +58,10 @@ class HttpRangeSource final : public ByteSource {
   Status FetchBlocks(const std::vector<std::shared_ptr<CachedBlock>>& run,
                      Deadline deadline) const;
   Status ShutDownError() const;
-  // Records the read in the pattern tracker and starts read-ahead for a
-  // sequential stream; returns true when the read continues one.
-  bool ScheduleReadahead(uint64_t offset, size_t length, uint64_t last_block) const;
+  // Starts read-ahead when the read (at `position` of its stream) continues
+  // a sequential stream.
+  void ScheduleReadahead(const ReadPatternTracker::Position& position, uint64_t offset,
+                         size_t length, uint64_t last_block) const;
   void StartWorkers() const;
   void WorkerLoop() const;
   // Learns where tensors end from the header JSON, to fence read-ahead.

@@ -48,6 +48,21 @@ class RemoteMount : public MountTest {
     ASSERT_NE(proxy_, nullptr) << error;
   }
 
+  // Runs `stfs ARGS` and checks it fails within 10 s with one error line
+  // that mentions the timeout.
+  void ExpectOneLineFailureWithinTheDeadline(const std::vector<std::string>& args) {
+    auto start = std::chrono::steady_clock::now();
+    CommandResult r = RunStfs(args, 20000);
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_FALSE(r.timed_out);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_LT(seconds, 10.0);
+    ASSERT_EQ(Lines(r.err).size(), 1u) << r.err;
+    EXPECT_EQ(r.err.rfind("stfs: ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find("timeout"), std::string::npos) << r.err;
+  }
+
   std::vector<LoggedRequest> Logged() const {
     usleep(50000);
     return nginx_->Requests();
@@ -221,17 +236,8 @@ TEST_F(RemoteMount, InspectOfAServerThatNeverAnswersEndsWithOneLine) {
   Serve(FileWithTensorSizes({kMiB}));
   ASSERT_NO_FATAL_FAILURE(StartProxy());
   proxy_->Set("fault=hang&seconds=60");
-  auto start = std::chrono::steady_clock::now();
-  CommandResult r = RunStfs(
-      {"inspect", proxy_->Url("/model.safetensors"), "-o", "timeout=2s,min_speed=0"}, 20000);
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_FALSE(r.timed_out);
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_LT(seconds, 10.0);
-  ASSERT_EQ(Lines(r.err).size(), 1u) << r.err;
-  EXPECT_EQ(r.err.rfind("stfs: ", 0), 0u) << r.err;
-  EXPECT_NE(r.err.find("timeout"), std::string::npos) << r.err;
+  ExpectOneLineFailureWithinTheDeadline(
+      {"inspect", proxy_->Url("/model.safetensors"), "-o", "timeout=2s,min_speed=0"});
 }
 
 TEST_F(RemoteMount, MountOfAServerThatNeverAnswersFailsWithOneLine) {
@@ -239,16 +245,8 @@ TEST_F(RemoteMount, MountOfAServerThatNeverAnswersFailsWithOneLine) {
   ASSERT_NO_FATAL_FAILURE(StartProxy());
   proxy_->Set("fault=hang&seconds=60");
   std::string mnt = NewMountpoint();
-  auto start = std::chrono::steady_clock::now();
-  CommandResult r =
-      RunStfs({proxy_->Url("/model.safetensors"), mnt, "-o", "timeout=2s,min_speed=0"}, 20000);
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_FALSE(r.timed_out);
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_LT(seconds, 10.0);
-  ASSERT_EQ(Lines(r.err).size(), 1u) << r.err;
-  EXPECT_NE(r.err.find("timeout"), std::string::npos) << r.err;
+  ExpectOneLineFailureWithinTheDeadline(
+      {proxy_->Url("/model.safetensors"), mnt, "-o", "timeout=2s,min_speed=0"});
   EXPECT_FALSE(IsMounted(mnt));
 }
 

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -178,6 +179,33 @@ TEST_F(RemoteSource, RandomReaderFetchesOnlyTouchedBlocks) {
     for (uint64_t x = a >> 20; x < (b + (1 << 20) - 1) >> 20; ++x) fetched.insert(x);
   }
   EXPECT_EQ(fetched, blocks);
+}
+
+TEST_F(RemoteSource, LargeRandomReadsFetchOnlyTheirOwnBytes) {
+  std::string file = FileWithTensorSizes({64 << 20});
+  root_.Write("rr.safetensors", file);
+  RemoteOptions options = TestOptions();
+  options.block_size = 4 << 20;
+  auto source = Open(nginx_->Url("/rr.safetensors"), options);
+  ASSERT_NE(source, nullptr);
+  nginx_->ClearLog();
+  // Unaligned reads 5 MiB apart (farther than a stream's slack), in random order.
+  std::vector<uint64_t> offsets;
+  for (uint64_t i = 0; i < 12; ++i) offsets.push_back((1 << 20) + i * (5 << 20) + i * 77777);
+  std::shuffle(offsets.begin(), offsets.end(), std::mt19937_64(std::random_device{}()));
+  uint64_t read = 0;
+  for (uint64_t off : offsets) {
+    ASSERT_EQ(CheckRead(*source, file, off, 1 << 20), "");
+    read += 1 << 20;
+  }
+  uint64_t fetched = 0;
+  for (const LoggedRequest& r : Logged()) fetched += r.bytes;
+  EXPECT_EQ(fetched, read);  // whole 4 MiB blocks would be 5-8x
+  // Small random reads still share blocks: two 4 KiB reads in one block, one fetch.
+  nginx_->ClearLog();
+  ASSERT_EQ(CheckRead(*source, file, (40 << 20) + 10, 4096), "");
+  ASSERT_EQ(CheckRead(*source, file, (40 << 20) + 100000, 4096), "");
+  EXPECT_EQ(Logged().size(), 1u);
 }
 
 TEST_F(RemoteSource, ReadersOfOneBlockShareOneFetch) {
