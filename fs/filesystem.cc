@@ -34,8 +34,19 @@ size_t Filesystem::CopyContent(std::string_view content, uint64_t offset, size_t
   return n;
 }
 
-Filesystem::Filesystem(std::unique_ptr<ByteSource> source, Header header)
-    : source_(std::move(source)), header_(std::move(header)), mtime_(source_->ModificationTime()) {}
+Filesystem::Filesystem(Catalogue catalogue) : catalogue_(std::move(catalogue)) {
+  // The newest shard's time: the checkpoint changed when any shard did.
+  for (const CatalogueShard& shard : catalogue_.shards()) {
+    timespec t = shard.source->ModificationTime();
+    if (t.tv_sec > mtime_.tv_sec || (t.tv_sec == mtime_.tv_sec && t.tv_nsec > mtime_.tv_nsec)) mtime_ = t;
+  }
+}
+
+uint64_t Filesystem::SourceBytes() const {
+  uint64_t total = 0;
+  for (const CatalogueShard& shard : catalogue_.shards()) total += shard.file_size;
+  return total;
+}
 
 InodeId Filesystem::AddNode(const Node& node) {
   nodes_.push_back(node);
@@ -50,13 +61,55 @@ void Filesystem::SetChildren(InodeId dir, const std::vector<InodeId>& children) 
 
 StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(std::unique_ptr<ByteSource> source, Header header,
                                                          FilesystemOptions options) {
-  std::unique_ptr<Filesystem> fs(new Filesystem(std::move(source), std::move(header)));
-  const std::string& src = fs->source_->Describe();
-  const auto& tensors = fs->header_.tensors;
-  if (tensors.size() > (UINT32_MAX - 8) / 5) return Status::InvalidArgument(src + ": too many tensors");
+  return Create(Catalogue::FromHeader(std::move(source), std::move(header)), options);
+}
 
-  // The root, five nodes per tensor, __metadata__ and __stats__.
-  fs->nodes_.reserve(3 + tensors.size() * 5);
+InodeId Filesystem::AddShardsDirectory() {
+  const auto& shards = catalogue_.shards();
+  Node shards_dir;
+  shards_dir.parent = kRootInode;
+  shards_dir.name = kShardsDirName;
+  InodeId shards_ino = AddNode(shards_dir);
+  std::vector<InodeId> shard_dirs;
+  for (size_t s = 0; s < shards.size(); ++s) {
+    // Shard names may hold '/' (sub/x.safetensors): the tensor rule encodes it.
+    shard_dir_names_.push_back(EncodeTensorName(shards[s].name));
+    Node dir;
+    dir.parent = shards_ino;
+    dir.name = shard_dir_names_.back();
+    dir.tensor_index = s;
+    InodeId dir_ino = AddNode(dir);
+    Node file;
+    file.parent = dir_ino;
+    file.tensor_index = s;
+    file.kind = NodeKind::kShardMetadataFile;
+    file.name = kMetadataFileName;
+    InodeId metadata_ino = AddNode(file);
+    file.kind = NodeKind::kShardHeaderSizeFile;
+    file.name = kHeaderSizeFileName;
+    InodeId header_size_ino = AddNode(file);
+    SetChildren(dir_ino, {metadata_ino, header_size_ino});
+    shard_dirs.push_back(dir_ino);
+  }
+  SetChildren(shards_ino, shard_dirs);
+  nodes_[shards_ino - 1].subdirectories = static_cast<uint32_t>(shard_dirs.size());
+  nodes_[0].subdirectories++;
+  return shards_ino;
+}
+
+StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(Catalogue catalogue, FilesystemOptions options) {
+  std::unique_ptr<Filesystem> fs(new Filesystem(std::move(catalogue)));
+  const std::string& src = fs->catalogue_.source_name();
+  const auto& tensors = fs->catalogue_.tensors();
+  const size_t shard_count = fs->catalogue_.sharded() ? fs->catalogue_.shards().size() : 0;
+  if (tensors.size() > (UINT32_MAX - 8) / 5 || shard_count > UINT32_MAX / 8) {
+    return Status::InvalidArgument(src + ": too many tensors");
+  }
+
+  // The root, five nodes per tensor, __metadata__, __stats__, __shards__
+  // and three nodes per shard.
+  fs->nodes_.reserve(4 + tensors.size() * 5 + shard_count * 3);
+  fs->shard_dir_names_.reserve(shard_count);
   fs->child_lists_.reserve(tensors.size() * 4 + 2);
   fs->dir_names_.reserve(tensors.size());  // never grows past: names keep their address
   fs->root_index_.reserve(tensors.size() + 2);
@@ -68,7 +121,7 @@ StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(std::unique_ptr<ByteSou
 
   // Tensor directories first, so that a tensor may take a reserved root name.
   for (size_t i = 0; i < tensors.size(); ++i) {
-    fs->dir_names_.push_back(EncodeTensorName(tensors[i].name));
+    fs->dir_names_.push_back(EncodeTensorName(tensors[i].info.name));
     Node dir;
     dir.parent = kRootInode;
     dir.kind = NodeKind::kDirectory;
@@ -78,8 +131,8 @@ StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(std::unique_ptr<ByteSou
     auto [it, inserted] = fs->root_index_.emplace(dir.name, dir_ino);
     if (!inserted) {
       const Node& other = fs->nodes_[it->second - 1];
-      return Status::InvalidArgument(src + ": tensors " + QuotedForMessage(tensors[other.tensor_index].name) +
-                                     " and " + QuotedForMessage(tensors[i].name) +
+      return Status::InvalidArgument(src + ": tensors " + QuotedForMessage(tensors[other.tensor_index].info.name) +
+                                     " and " + QuotedForMessage(tensors[i].info.name) +
                                      " would share the directory name " + QuotedForMessage(other.name));
     }
     fs->tensor_dirs_.push_back(dir_ino);
@@ -108,7 +161,7 @@ StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(std::unique_ptr<ByteSou
   metadata.parent = kRootInode;
   metadata.kind = NodeKind::kMetadataFile;
   metadata.name = kMetadataFileName;
-  fs->metadata_text_ = fs->header_.MetadataJson() + "\n";
+  fs->metadata_text_ = fs->catalogue_.metadata_json() + "\n";
   InodeId metadata_ino = fs->AddNode(metadata);
   root_children.push_back(metadata_ino);
   fs->root_index_.emplace(kMetadataFileName, metadata_ino);
@@ -122,6 +175,12 @@ StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(std::unique_ptr<ByteSou
     InodeId stats_ino = fs->AddNode(stats);
     root_children.push_back(stats_ino);
     fs->root_index_.emplace(kStatsFileName, stats_ino);
+  }
+  // __shards__ likewise, and only for an index or a directory of shards.
+  if (shard_count > 0 && !fs->root_index_.count(kShardsDirName)) {
+    InodeId shards_ino = fs->AddShardsDirectory();
+    root_children.push_back(shards_ino);
+    fs->root_index_.emplace(kShardsDirName, shards_ino);
   }
   fs->SetChildren(kRootInode, root_children);
   fs->slice_views_ = std::make_unique<SliceViewCache>(fs->nodes_.size() + 1, options.max_slice_views);
@@ -152,12 +211,14 @@ NodeAttr Filesystem::AttrOf(InodeId ino, const Node& node) const {
     case NodeKind::kDtypeFile:
     case NodeKind::kShapeFile:
     case NodeKind::kMetadataFile:
+    case NodeKind::kShardMetadataFile:
+    case NodeKind::kShardHeaderSizeFile:
       attr.mode = S_IFREG | 0444;
       attr.size = ContentOf(node).size();
       break;
     case NodeKind::kTensorData:
       attr.mode = S_IFREG | 0444;
-      attr.size = header_.tensors[node.tensor_index].byte_size();
+      attr.size = TensorAt(node.tensor_index).byte_size();
       break;
     case NodeKind::kStats:
       attr.mode = S_IFREG | 0444;
@@ -170,9 +231,12 @@ NodeAttr Filesystem::AttrOf(InodeId ino, const Node& node) const {
 
 std::string Filesystem::ContentOf(const Node& node) const {
   switch (node.kind) {
-    case NodeKind::kDtypeFile: return std::string(DTypeName(header_.tensors[node.tensor_index].dtype)) + "\n";
-    case NodeKind::kShapeFile: return ShapeToString(header_.tensors[node.tensor_index].shape) + "\n";
+    case NodeKind::kDtypeFile: return std::string(DTypeName(TensorAt(node.tensor_index).dtype)) + "\n";
+    case NodeKind::kShapeFile: return ShapeToString(TensorAt(node.tensor_index).shape) + "\n";
     case NodeKind::kMetadataFile: return metadata_text_;
+    case NodeKind::kShardMetadataFile: return catalogue_.shards()[node.tensor_index].metadata_json + "\n";
+    case NodeKind::kShardHeaderSizeFile:
+      return std::to_string(catalogue_.shards()[node.tensor_index].header_size) + "\n";
     default: return std::string();
   }
 }
@@ -313,10 +377,12 @@ StatusOr<FileHandle> Filesystem::Open(InodeId ino) const {
 StatusOr<SourceWindow> Filesystem::DataWindow(InodeId ino, uint64_t offset, size_t length) const {
   const Node* node = Find(ino);
   if (node == nullptr || node->kind != NodeKind::kTensorData) return Status::InvalidArgument("not a data file");
-  const TensorInfo& t = header_.tensors[node->tensor_index];
+  const CatalogueTensor& tensor = catalogue_.tensors()[node->tensor_index];
+  const TensorInfo& t = tensor.info;
   SourceWindow window;
-  window.fd = source_->FileDescriptor();
-  window.offset = header_.data_start() + t.begin + std::min(offset, t.byte_size());
+  window.source = catalogue_.ShardOf(tensor).source.get();
+  window.fd = window.source->FileDescriptor();
+  window.offset = catalogue_.FileOffset(tensor) + std::min(offset, t.byte_size());
   window.length = offset >= t.byte_size() ? 0 : static_cast<size_t>(std::min<uint64_t>(length, t.byte_size() - offset));
   return window;
 }
@@ -340,6 +406,8 @@ StatusOr<size_t> Filesystem::Read(const FileHandle& file, uint64_t offset, size_
     case NodeKind::kDtypeFile:
     case NodeKind::kShapeFile:
     case NodeKind::kMetadataFile:
+    case NodeKind::kShardMetadataFile:
+    case NodeKind::kShardHeaderSizeFile:
       return CopyContent(ContentOf(*node), offset, length, dst);
     case NodeKind::kStats:
       return CopyContent(StatsJson(), offset, length, dst);
@@ -348,7 +416,7 @@ StatusOr<size_t> Filesystem::Read(const FileHandle& file, uint64_t offset, size_
   }
   ASSIGN_OR_RETURN(SourceWindow window, DataWindow(file.ino, offset, length));
   if (window.length == 0) return size_t{0};
-  Status status = ReadExactly(*source_, window.offset, window.length, dst);
+  Status status = ReadExactly(SourceOf(node->tensor_index), window.offset, window.length, dst);
   if (!status.ok()) {
     CountReadError();
     return status;
@@ -373,13 +441,27 @@ void Filesystem::CountRead(size_t bytes) const {
 void Filesystem::CountReadError() const { read_errors_.fetch_add(1, std::memory_order_relaxed); }
 
 std::string Filesystem::StatsJson() const {
-  std::string source_stats = source_->StatsJson();
-  while (!source_stats.empty() && (source_stats.back() == '\n' || source_stats.back() == ' ')) source_stats.pop_back();
-  if (source_stats.empty()) source_stats = "null";
+  // One shard: its stats object; several: an array of them, in shard order.
+  auto stats_of = [](const ByteSource& source) {
+    std::string stats = source.StatsJson();
+    while (!stats.empty() && (stats.back() == '\n' || stats.back() == ' ')) stats.pop_back();
+    return stats.empty() ? std::string("null") : stats;
+  };
+  std::string source_stats;
+  if (catalogue_.shards().size() == 1) {
+    source_stats = stats_of(source());
+  } else {
+    source_stats = "[";
+    for (const CatalogueShard& shard : catalogue_.shards()) {
+      if (source_stats.size() > 1) source_stats += ',';
+      source_stats += stats_of(*shard.source);
+    }
+    source_stats += "]";
+  }
   return "{\"fs\":{\"reads\":" + std::to_string(reads_.load(std::memory_order_relaxed)) +
          ",\"bytes_read\":" + std::to_string(bytes_read_.load(std::memory_order_relaxed)) +
          ",\"read_errors\":" + std::to_string(read_errors_.load(std::memory_order_relaxed)) +
-         ",\"tensors\":" + std::to_string(header_.tensors.size()) +
+         ",\"tensors\":" + std::to_string(catalogue_.tensors().size()) +
          ",\"slice_views\":" + std::to_string(slice_views_->size()) + "},\"source\":" + source_stats + "}\n";
 }
 

@@ -1,9 +1,10 @@
 // Filesystem: the stfs tree in core types, with no FUSE in sight.
 //
-// Built once from a validated Header, in time and memory linear in the
-// tensor count (about 450 bytes a tensor beside the header):
+// Built once from a Catalogue (one safetensors file, or the shards of an
+// index or a directory), in time and memory linear in the tensor count:
 // every node (root, one directory per tensor, its dtype/shape/data files and
-// `slices` directory, and the root's __metadata__ and __stats__ files) gets
+// `slices` directory, the root's __metadata__ and __stats__ files and, for a
+// sharded checkpoint, __shards__/<shard>/{__metadata__,header_size}) gets
 // an inode number that never changes for the life of the mount. The static
 // tree is immutable after Create(), so any number of threads may call every
 // const method at once. A new kind of node (say, a file of a checkpoint
@@ -20,8 +21,8 @@
 // kernel then looks the name up again and gets a fresh view; open files and
 // directory handles pin their view, so they keep working.
 //
-// Reads of `data` go straight to the source: there is no buffer or cache of
-// tensor bytes here.
+// Reads of `data` go straight to the tensor's shard: there is no buffer or
+// cache of tensor bytes here.
 #pragma once
 
 #include <atomic>
@@ -34,6 +35,7 @@
 #include <vector>
 
 #include "core/byte_source.h"
+#include "core/catalogue.h"
 #include "core/header.h"
 #include "core/status.h"
 #include "fs/slice_view_cache.h"
@@ -45,6 +47,9 @@ inline constexpr InodeId kRootInode = 1;
 // Root files other than tensor directories.
 inline constexpr std::string_view kMetadataFileName = "__metadata__";
 inline constexpr std::string_view kStatsFileName = "__stats__";
+// Sharded checkpoints: __shards__/<shard file>/{__metadata__,header_size}.
+inline constexpr std::string_view kShardsDirName = "__shards__";
+inline constexpr std::string_view kHeaderSizeFileName = "header_size";
 // The directory, in each tensor directory, where slice views are looked up.
 inline constexpr std::string_view kSlicesDirName = "slices";
 // Slice views kept by default (-o max_slice_views=); a view costs a few
@@ -74,6 +79,7 @@ struct DirEntry {
 // Where a read of `data` lies in the source, for callers that can hand the
 // kernel a file descriptor instead of bytes.
 struct SourceWindow {
+  const ByteSource* source = nullptr;  // the tensor's shard
   int fd = -1;          // source's FileDescriptor(), -1 when it has none
   uint64_t offset = 0;  // absolute offset in the source
   size_t length = 0;    // 0 at or past the end of the tensor
@@ -115,6 +121,8 @@ struct FileHandle {
 class Filesystem {
  public:
   // Builds the tree; refuses two tensors that get the same directory name.
+  static StatusOr<std::unique_ptr<Filesystem>> Create(Catalogue catalogue, FilesystemOptions options = {});
+  // One safetensors file whose header was read from `source`.
   static StatusOr<std::unique_ptr<Filesystem>> Create(std::unique_ptr<ByteSource> source, Header header,
                                                       FilesystemOptions options = {});
 
@@ -153,11 +161,14 @@ class Filesystem {
   void CountRead(size_t bytes) const;
   void CountReadError() const;
 
-  const Header& header() const { return header_; }
-  const ByteSource& source() const { return *source_; }
+  const Catalogue& catalogue() const { return catalogue_; }
+  // The first shard's source (the only one for a single file).
+  const ByteSource& source() const { return *catalogue_.shards().front().source; }
+  // Bytes of every shard together.
+  uint64_t SourceBytes() const;
   size_t inode_count() const { return nodes_.size(); }
   size_t slice_view_count() const { return slice_views_->size(); }
-  // The directory name chosen for tensor `index` of header().tensors.
+  // The directory name chosen for tensor `index` of catalogue().tensors().
   const std::string& DirectoryName(size_t tensor_index) const;
   // Current __stats__ content.
   std::string StatsJson() const;
@@ -166,7 +177,11 @@ class Filesystem {
   friend class DirListing;
   // File kinds hold no bytes of their own: dtype, shape and metadata text is
   // made from the header when asked, so a node costs ~56 bytes.
-  enum class NodeKind { kDirectory, kDtypeFile, kShapeFile, kMetadataFile, kTensorData, kStats, kSlicesDir };
+  // kShardMetadataFile and kShardHeaderSizeFile use tensor_index as the shard's index.
+  enum class NodeKind {
+    kDirectory, kDtypeFile, kShapeFile, kMetadataFile, kTensorData, kStats, kSlicesDir,
+    kShardMetadataFile, kShardHeaderSizeFile
+  };
 
   struct Node {
     InodeId parent = kRootInode;
@@ -183,7 +198,13 @@ class Filesystem {
   enum class SliceRole { kDir = 0, kData = 1, kDtype = 2, kShape = 3 };
   static constexpr std::string_view kSliceFileNames[4] = {"", "data", "dtype", "shape"};
 
-  Filesystem(std::unique_ptr<ByteSource> source, Header header);
+  explicit Filesystem(Catalogue catalogue);
+  const TensorInfo& TensorAt(size_t index) const { return catalogue_.tensors()[index].info; }
+  const ByteSource& SourceOf(size_t tensor_index) const {
+    return *catalogue_.ShardOf(catalogue_.tensors()[tensor_index]).source;
+  }
+  // Adds __shards__/<shard>/{__metadata__,header_size}; returns its inode.
+  InodeId AddShardsDirectory();
   InodeId AddNode(const Node& node);
   const Node* Find(InodeId ino) const;
   NodeAttr AttrOf(InodeId ino, const Node& node) const;
@@ -209,12 +230,12 @@ class Filesystem {
   StatusOr<size_t> ReadSliceFile(const SliceView& view, SliceRole role, uint64_t offset, size_t length,
                                  char* dst) const;
 
-  std::unique_ptr<ByteSource> source_;
-  Header header_;
+  Catalogue catalogue_;
   timespec mtime_{0, 0};
   std::vector<Node> nodes_;  // nodes_[ino - 1]
   std::vector<InodeId> child_lists_;  // every directory's children, back to back
   std::vector<std::string> dir_names_;  // by tensor index; reserved in full, never moved
+  std::vector<std::string> shard_dir_names_;  // by shard index; reserved in full, never moved
   std::string metadata_text_;
   std::vector<InodeId> tensor_dirs_;  // by tensor index
   // Root children by name (the root can hold many thousands of entries);

@@ -41,7 +41,7 @@ NodeAttr Filesystem::SliceAttr(const SliceView& view, SliceRole role) const {
 
 StatusOr<std::shared_ptr<const SliceView>> Filesystem::LookupSlice(InodeId slices_dir, size_t tensor_index,
                                                                    std::string_view spec) const {
-  const TensorInfo& t = header_.tensors[tensor_index];
+  const TensorInfo& t = TensorAt(tensor_index);
   // Planning is pure and needs no lock; the plan is the view's canonical key.
   ASSIGN_OR_RETURN(std::vector<SliceItem> items, ParseSliceSpec(spec));
   ASSIGN_OR_RETURN(SlicePlan plan, PlanSlice(t.dtype, t.shape, items));
@@ -66,8 +66,9 @@ StatusOr<size_t> Filesystem::ReadSliceFile(const SliceView& view, SliceRole role
     case SliceRole::kShape: return CopyContent(view.shape_text, offset, length, dst);
     case SliceRole::kData: break;
   }
-  const TensorInfo& t = header_.tensors[view.tensor_index];
-  StatusOr<size_t> n = ReadSliceRange(*source_, header_.data_start() + t.begin, view.plan, offset, length, dst);
+  const CatalogueTensor& tensor = catalogue_.tensors()[view.tensor_index];
+  StatusOr<size_t> n = ReadSliceRange(*catalogue_.ShardOf(tensor).source, catalogue_.FileOffset(tensor), view.plan,
+                                      offset, length, dst);
   if (!n.ok()) {
     CountReadError();
     return n.status();

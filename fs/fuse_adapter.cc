@@ -279,7 +279,7 @@ bool TrySpliceReply(fuse_req_t req, const Context& ctx, fuse_ino_t ino, size_t s
     int err = errno;
     pipe.Reset();
     ctx.fs->CountReadError();
-    LogReadError(ino, off, ctx.fs->source().Describe() + ": " + std::strerror(err) +
+    LogReadError(ino, off, window->source->Describe() + ": " + std::strerror(err) +
                                (err == EIO ? " (source shorter than when mounted?)" : ""));
     fuse_reply_err(req, EIO);
     return true;
@@ -425,7 +425,7 @@ void OnStatfs(fuse_req_t req, fuse_ino_t) {
     std::memset(&st, 0, sizeof st);
     st.f_bsize = 4096;
     st.f_frsize = 4096;
-    st.f_blocks = (ctx.fs->source().Size() + 4095) / 4096;
+    st.f_blocks = (ctx.fs->SourceBytes() + 4095) / 4096;
     st.f_files = ctx.fs->inode_count();
     st.f_namemax = 255;
     st.f_flag = ST_RDONLY;

@@ -7,12 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "core/byte_source.h"
-#include "core/header.h"
 #include "fs/fuse_adapter.h"
 #include "fs/inspect.h"
 #include "fs/mount_options.h"
 #include "fs/serve.h"
+#include "fs/source_opening.h"
 #ifdef STFS_HAVE_REMOTE
 #include "core/remote/remote_source.h"
 #endif
@@ -89,11 +88,9 @@ int RunInspect(int argc, char** argv) {
 #ifdef STFS_HAVE_REMOTE
   ApplyRemoteEnvironment(&cl.remote);
 #endif
-  StatusOr<std::unique_ptr<ByteSource>> source = OpenSource(cl);
-  if (!source.ok()) { PrintError(source.status().message()); return 1; }
-  StatusOr<Header> header = ReadHeader(**source);
-  if (!header.ok()) { PrintError(header.status().message()); return 1; }
-  std::string report = json ? InspectJson(*header) : InspectTable(*header);
+  StatusOr<Catalogue> catalogue = OpenCatalogue(cl);
+  if (!catalogue.ok()) { PrintError(catalogue.status().message()); return 1; }
+  std::string report = json ? InspectJson(*catalogue) : InspectTable(*catalogue);
   std::fwrite(report.data(), 1, report.size(), stdout);
   return 0;
 }

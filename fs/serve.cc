@@ -28,24 +28,28 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
-#include "core/header.h"
 #include "fs/filesystem.h"
 #include "fs/fuse_adapter.h"
+#include "fs/source_opening.h"
 
 namespace stfs {
 namespace {
 
 void PrintError(const std::string& message) { std::fprintf(stderr, "stfs: %s\n", message.c_str()); }
 
-// Opens and validates the source and builds the tree. Teardown of the mount
-// shuts the source down, so no FUSE worker stays blocked in a read.
+// Opens and validates the source (every shard) and builds the tree.
+// Teardown of the mount shuts every shard's source down, so no FUSE worker
+// stays blocked in a read.
 StatusOr<std::unique_ptr<Filesystem>> PrepareFilesystem(CommandLine& cl) {
-  ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenSource(cl));
-  ASSIGN_OR_RETURN(Header header, ReadHeader(*source));
-  ByteSource* raw = source.get();  // owned by the Filesystem, which outlives the serving
-  cl.serve.on_teardown = [raw] { raw->Shutdown(); };
-  return Filesystem::Create(std::move(source), std::move(header), cl.filesystem);
+  ASSIGN_OR_RETURN(Catalogue catalogue, OpenCatalogue(cl));
+  std::vector<ByteSource*> sources;  // owned by the Filesystem, which outlives the serving
+  for (const CatalogueShard& shard : catalogue.shards()) sources.push_back(shard.source.get());
+  cl.serve.on_teardown = [sources] {
+    for (ByteSource* source : sources) source->Shutdown();
+  };
+  return Filesystem::Create(std::move(catalogue), cl.filesystem);
 }
 
 bool WriteAll(int fd, const std::string& text) {
@@ -145,16 +149,6 @@ int RunDaemon(CommandLine& cl, int report) {
 }
 
 }  // namespace
-
-StatusOr<std::unique_ptr<ByteSource>> OpenSource(const CommandLine& cl) {
-#ifdef STFS_HAVE_REMOTE
-  if (IsRemoteLocation(cl.source)) return OpenRemoteSource(cl.source, cl.remote);
-#endif
-  if (cl.source.find("://") != std::string::npos) {
-    return Status::NotSupported(cl.source + ": remote sources are not supported by this build");
-  }
-  return OpenLocalFile(cl.source);
-}
 
 int ServeForeground(CommandLine& cl) {
   StatusOr<std::unique_ptr<Filesystem>> fs = PrepareFilesystem(cl);

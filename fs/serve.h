@@ -4,13 +4,9 @@
 
 #include <memory>
 
-#include "core/byte_source.h"
 #include "fs/mount_options.h"
 
 namespace stfs {
-
-// Opens SOURCE: a local file, or a remote one when built with remote support.
-StatusOr<std::unique_ptr<ByteSource>> OpenSource(const CommandLine& cl);
 
 // `stfs -f`: serves until unmounted or signalled; returns the exit code.
 int ServeForeground(CommandLine& cl);

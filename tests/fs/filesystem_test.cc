@@ -112,7 +112,7 @@ TEST_F(FilesystemTest, DataWindowMapsToSourceOffsets) {
   InodeId data = (*fs)->Lookup((*fs)->Lookup(kRootInode, "b")->ino, "data")->ino;
   auto w = (*fs)->DataWindow(data, 4, 100);
   ASSERT_TRUE(w.ok());
-  EXPECT_EQ(w->offset, (*fs)->header().data_start() + 16 + 4);
+  EXPECT_EQ(w->offset, (*fs)->catalogue().shards()[0].data_start() + 16 + 4);
   EXPECT_EQ(w->length, 12u);
   EXPECT_GE(w->fd, 0);
   EXPECT_EQ(file_.substr(w->offset, w->length), t[1].bytes.substr(4));
