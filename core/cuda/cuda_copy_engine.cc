@@ -117,6 +117,7 @@ using GetAddressRangeFn = int (*)(unsigned long long* base, size_t* size, unsign
 GetAddressRangeFn AddressRangeFunction() {
   static const GetAddressRangeFn fn = [] {
     void* f = nullptr;
+#if CUDART_VERSION >= 12000
     cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
 #if CUDART_VERSION >= 12050
     const cudaError_t err = cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 12000, cudaEnableDefault,
@@ -124,7 +125,12 @@ GetAddressRangeFn AddressRangeFunction() {
 #else
     const cudaError_t err = cudaGetDriverEntryPoint("cuMemGetAddressRange", &f, cudaEnableDefault, &found);
 #endif
-    if (err != cudaSuccess || found != cudaDriverEntryPointSuccess) {
+    const bool ok = err == cudaSuccess && found == cudaDriverEntryPointSuccess && f != nullptr;
+#else
+    const cudaError_t err = cudaGetDriverEntryPoint("cuMemGetAddressRange", &f, cudaEnableDefault);
+    const bool ok = err == cudaSuccess && f != nullptr;
+#endif
+    if (!ok) {
       (void)cudaGetLastError();
       return GetAddressRangeFn{nullptr};
     }
