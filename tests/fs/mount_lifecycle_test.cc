@@ -60,6 +60,63 @@ class SlowServer {
   int pid_ = -1;
 };
 
+// A model whose tensor "w" is 16 MiB; its header and first bytes are served,
+// reads from 8 MiB into the file on never answer.
+constexpr uint64_t kStallFrom = 8u << 20;
+std::vector<TestTensor> BigTensor() { return {{"w", DType::U8, {16u << 20}, ""}}; }
+
+TEST_F(Mount, SigtermUnmountsWithin2sWhileAReaderIsBlockedAndTheReaderGetsEio) {
+  if (!StfsHasRemote()) GTEST_SKIP() << "stfs was built without remote sources";
+  std::vector<TestTensor> tensors = BigTensor();
+  std::string src = WriteSource(BuildSafetensors(tensors));
+  SlowServer server(this, src, {"--stall-from", std::to_string(kStallFrom)});
+  ASSERT_TRUE(server.ok()) << server.Output();
+  std::string mnt = NewMountpoint();
+  std::string log = dir_.path() + "/foreground.log";
+  // Retries and stalls are long enough that only teardown can end the read.
+  int pid = Spawn({StfsBinary(), "-f", "-o", "block_size=1M,readahead=0,stall_timeout=60s,retries=0",
+                   server.Url(), mnt}, log);
+  ASSERT_GT(pid, 0);
+  if (!WaitForMount(mnt, 15000)) {
+    ::kill(pid, SIGKILL);
+    WaitForExit(pid, 5000);
+    FAIL() << "stfs -f did not mount: " << ReadWholeFile(log);
+  }
+  std::promise<int> read_errno;
+  std::future<int> reader_done = read_errno.get_future();
+  std::thread reader([&] {
+    int fd = ::open((mnt + "/w/data").c_str(), O_RDONLY);
+    if (fd < 0) return read_errno.set_value(errno);
+    char buf[4096];
+    ssize_t n = ::pread(fd, buf, sizeof buf, 12 << 20);
+    read_errno.set_value(n < 0 ? errno : 0);
+    ::close(fd);
+  });
+  // The reader is stuck on the server.
+  EXPECT_EQ(reader_done.wait_for(std::chrono::milliseconds(1500)), std::future_status::timeout)
+      << "the read was expected to block on the stalled server";
+  const Clock::time_point signalled = Clock::now();
+  ASSERT_EQ(::kill(pid, SIGTERM), 0);
+  while (IsMounted(mnt) && MsSince(signalled) < 10000) ::usleep(10000);
+  long unmounted_ms = MsSince(signalled);
+  RecordProperty("unmounted_ms", static_cast<int>(unmounted_ms));
+  EXPECT_FALSE(IsMounted(mnt));
+  EXPECT_LE(unmounted_ms, 2000) << "SIGTERM took " << unmounted_ms << " ms to remove the mount";
+  bool reader_finished = reader_done.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  long reader_ms = MsSince(signalled);
+  RecordProperty("reader_ms", static_cast<int>(reader_ms));
+  EXPECT_TRUE(reader_finished) << "the blocked reader never returned";
+  if (reader_finished) {
+    EXPECT_EQ(reader_done.get(), EIO) << "the cancelled read must fail with EIO";
+    EXPECT_LE(reader_ms, 2500) << "the blocked read ended " << reader_ms << " ms after SIGTERM";
+  }
+  EXPECT_EQ(WaitForExit(pid, 10000), 0) << ReadWholeFile(log);
+  if (!reader_finished) {
+    Unmount(mnt);  // lets a stuck reader go before the thread is joined
+  }
+  reader.join();
+}
+
 TEST_F(Mount, SigkilledDaemonLeavesNoMountBehind) {
   std::vector<TestTensor> tensors = {{"w", DType::U8, {64}, ""}};
   std::string mnt = MountFile(WriteSource(BuildSafetensors(tensors)));
