@@ -36,7 +36,8 @@ struct ServeOptions {
 };
 
 // Mounts `fs` and serves requests until unmounted or signalled (SIGINT,
-// SIGTERM, SIGHUP unmount within about 2 s, busy reads or not). `on_ready`
+// SIGTERM, SIGHUP: on_teardown runs, the mount is detached at once and the
+// session drains for at most a second, busy reads or not). `on_ready`
 // is called once, from another thread, when the mount answers a stat (OK),
 // or with the error when the mount could not be made; it may be called
 // before ServeFilesystem returns an error. When it returns false for OK the

@@ -109,6 +109,8 @@ Status DetachStdio(const std::string& log_path) {
   } else if (HaveSyslog()) {
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) == 0) {
+      // A slow syslog drops lines rather than stalling a FUSE worker that logs.
+      ::fcntl(fds[1], F_SETFL, O_NONBLOCK);
       ::openlog("stfs", LOG_PID, LOG_DAEMON);
       std::thread(ForwardLinesToSyslog, fds[0]).detach();
       err = fds[1];
