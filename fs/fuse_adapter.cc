@@ -21,11 +21,8 @@
 #include <fuse3/fuse_lowlevel.h>
 #include <poll.h>
 #include <pthread.h>
-#include <spawn.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,15 +36,14 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <utility>
 #include <mutex>
 #include <optional>
-#include <sstream>
 #include <thread>
 #include <vector>
 
+#include "fs/mount_util.h"
 #include "fs/splice_pipe.h"
 
 namespace stfs {
@@ -497,48 +493,6 @@ fuse_lowlevel_ops MakeOps() {
   return ops;
 }
 
-// Decodes the octal escapes (\040 for space) /proc/self/mountinfo uses.
-std::string UnescapeMountinfo(const std::string& field) {
-  std::string out;
-  for (size_t i = 0; i < field.size(); ++i) {
-    if (field[i] == '\\' && i + 3 < field.size()) {
-      int v = 0;
-      bool ok = true;
-      for (int k = 1; k <= 3; ++k) {
-        char c = field[i + k];
-        if (c < '0' || c > '7') { ok = false; break; }
-        v = v * 8 + (c - '0');
-      }
-      if (ok) { out += static_cast<char>(v); i += 3; continue; }
-    }
-    out += field[i];
-  }
-  return out;
-}
-
-// Raises the mount's kernel read-ahead (as gcsfuse does): FUSE's bdi starts
-// at 128 KiB, which caps sequential reads at 128 KiB requests.
-void RaiseReadahead(const std::string& mountpoint, unsigned readahead_kb, bool debug) {
-  if (readahead_kb == 0) return;
-  std::ifstream mountinfo("/proc/self/mountinfo");
-  std::string line;
-  std::string device;
-  while (std::getline(mountinfo, line)) {
-    std::istringstream fields(line);
-    std::string id, parent, majmin, root, mnt;
-    fields >> id >> parent >> majmin >> root >> mnt;
-    if (UnescapeMountinfo(mnt) == mountpoint) device = majmin;  // the last match is the top mount
-  }
-  if (device.empty()) return;
-  std::ofstream ra("/sys/class/bdi/" + device + "/read_ahead_kb");
-  ra << readahead_kb;
-  ra.close();
-  if (debug) {
-    std::fprintf(stderr, "stfs: read_ahead_kb=%u for bdi %s: %s\n", readahead_kb, device.c_str(),
-                 ra ? "set" : "not set (needs root)");
-  }
-}
-
 std::string JoinOptions(const std::vector<std::string>& options) {
   std::string out;
   for (const std::string& o : options) {
@@ -602,17 +556,6 @@ std::thread StartQuietThread(Body&& body) {
   std::thread thread(std::forward<Body>(body));
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   return thread;
-}
-
-// Removes the mount from the namespace without touching the session's fd
-// (workers still use it): umount2(MNT_DETACH) as root, else fusermount3 -uz.
-void DetachMount(const std::string& mountpoint) {
-  if (::umount2(mountpoint.c_str(), MNT_DETACH) == 0) return;
-  const char* argv[] = {"fusermount3", "-u", "-z", "-q", "--", mountpoint.c_str(), nullptr};
-  pid_t pid = -1;
-  if (posix_spawnp(&pid, "fusermount3", nullptr, nullptr, const_cast<char* const*>(argv), environ) == 0) {
-    ::waitpid(pid, nullptr, 0);
-  }
 }
 
 // libfuse's messages (bad options, mount errors): kept while the session is
