@@ -16,6 +16,9 @@
 namespace stfs {
 namespace {
 
+// Reads out of sequence at least this long fetch exactly their own bytes.
+constexpr uint64_t kExactReadMin = 128 << 10;
+
 // Returns 8 + N when the first 8 bytes of `prefix` hold a plausible header
 // size for an object of `size` bytes, else 0.
 uint64_t HeaderEnd(const std::string& prefix, uint64_t size) {
@@ -152,11 +155,16 @@ Status HttpRangeSource::ReadThroughCache(uint64_t offset, size_t length, char* d
   try {
     const ReadPatternTracker::Position position = pattern_.Record(offset, length);
     const bool sequential = position.reads_before >= 2;
-    // A large read out of sequence fetches only its own bytes of the blocks
-    // not cached: whole blocks around it would multiply the bytes fetched by
-    // up to block_size / length, and nothing suggests the rest is wanted.
-    // Small random reads still fetch blocks, which the next ones reuse.
-    const bool exact = !sequential && length >= block_size_ / 4;
+    // A large read that starts no stream of a block's worth yet fetches only
+    // its own bytes of the blocks not cached: whole blocks around a random
+    // read would multiply the bytes fetched by up to block_size / length, and
+    // nothing suggests the rest is wanted. A scan switches to blocks (and
+    // read-ahead) once it has read a block. Small reads still fetch blocks,
+    // which the next small reads reuse. "Large" is a whole FUSE request (the
+    // kernel splits a 1 MiB pread into 128-512 KiB requests, in sequence).
+    // A stream's small tail (the last pages of an unaligned pread) goes with it.
+    const bool exact = position.bytes_before < block_size_ &&
+                       position.bytes_before + length >= std::min<uint64_t>(block_size_ / 4, kExactReadMin);
     touched.reserve(last - first + 1);
     for (uint64_t index = first; index <= last; ++index) {
       uint64_t block_offset = index * block_size_;

@@ -189,7 +189,9 @@ TEST_F(RemoteSource, LargeRandomReadsFetchOnlyTheirOwnBytes) {
   auto source = Open(nginx_->Url("/rr.safetensors"), options);
   ASSERT_NE(source, nullptr);
   nginx_->ClearLog();
-  // Unaligned reads 5 MiB apart (farther than a stream's slack), in random order.
+  // Unaligned reads 5 MiB apart (farther than a stream's slack), in random
+  // order, each as one 1 MiB read and as a 512 KiB + 512 KiB pair (the way
+  // the kernel splits a pread).
   std::vector<uint64_t> offsets;
   for (uint64_t i = 0; i < 12; ++i) offsets.push_back((1 << 20) + i * (5 << 20) + i * 77777);
   std::shuffle(offsets.begin(), offsets.end(), std::mt19937_64(std::random_device{}()));
