@@ -102,13 +102,13 @@ StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(Catalogue catalogue, Fi
   const std::string& src = fs->catalogue_.source_name();
   const auto& tensors = fs->catalogue_.tensors();
   const size_t shard_count = fs->catalogue_.sharded() ? fs->catalogue_.shards().size() : 0;
-  if (tensors.size() > (UINT32_MAX - 8) / 5 || shard_count > UINT32_MAX / 8) {
+  if (tensors.size() > (UINT32_MAX - 8) / 6 || shard_count > UINT32_MAX / 8) {
     return Status::InvalidArgument(src + ": too many tensors");
   }
 
-  // The root, five nodes per tensor, __metadata__, __stats__, __shards__
+  // The root, six nodes per tensor, __metadata__, __stats__, __shards__
   // and three nodes per shard.
-  fs->nodes_.reserve(4 + tensors.size() * 5 + shard_count * 3);
+  fs->nodes_.reserve(4 + tensors.size() * 6 + shard_count * 3);
   fs->shard_dir_names_.reserve(shard_count);
   fs->child_lists_.reserve(tensors.size() * 4 + 2);
   fs->dir_names_.reserve(tensors.size());  // never grows past: names keep their address
@@ -148,11 +148,13 @@ StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(Catalogue catalogue, Fi
     InodeId data_ino = add_child(NodeKind::kTensorData, "data");
     InodeId dtype_ino = add_child(NodeKind::kDtypeFile, "dtype");
     InodeId shape_ino = add_child(NodeKind::kShapeFile, "shape");
-    // `slices` answers lookups but is left out of listings, so a tensor
-    // directory lists exactly data, dtype and shape.
+    // `slices` and `parts` answer lookups but are left out of listings, so a
+    // tensor directory lists exactly its files.
     InodeId slices_ino = add_child(NodeKind::kSlicesDir, kSlicesDirName);
+    add_child(NodeKind::kPartsDir, kPartsDirName);
     fs->SetChildren(dir_ino, {data_ino, dtype_ino, shape_ino});
     fs->nodes_[dir_ino - 1].hidden_child = slices_ino;
+    fs->nodes_[dir_ino - 1].hidden_count = 2;
     fs->nodes_[0].subdirectories++;
   }
 
@@ -203,6 +205,7 @@ NodeAttr Filesystem::AttrOf(InodeId ino, const Node& node) const {
   switch (node.kind) {
     case NodeKind::kDirectory:
     case NodeKind::kSlicesDir:
+    case NodeKind::kPartsDir:
       attr.is_directory = true;
       attr.mode = S_IFDIR | 0555;
       attr.nlink = 2 + node.subdirectories;
@@ -273,15 +276,16 @@ StatusOr<NodeAttr> Filesystem::Lookup(InodeId parent, std::string_view name) con
     SliceRole role;
     ASSIGN_OR_RETURN(std::shared_ptr<const SliceView> view, FindSlice(parent, &role));
     if (role != SliceRole::kDir) return Status::InvalidArgument("not a directory");
-    for (int r = 1; r < 4; ++r) {
-      if (name == kSliceFileNames[r]) return SliceAttr(*view, static_cast<SliceRole>(r));
-    }
-    return Status::NotFound(std::string(name));
+    return LookupInView(*view, name);
   }
   const Node* dir = Find(parent);
   if (dir == nullptr) return NoInode(parent);
   if (dir->kind == NodeKind::kSlicesDir) {
     ASSIGN_OR_RETURN(std::shared_ptr<const SliceView> view, LookupSlice(parent, dir->tensor_index, name));
+    return SliceAttr(*view, SliceRole::kDir);
+  }
+  if (dir->kind == NodeKind::kPartsDir) {
+    ASSIGN_OR_RETURN(std::shared_ptr<const SliceView> view, LookupPartsWorld(parent, dir->tensor_index, name));
     return SliceAttr(*view, SliceRole::kDir);
   }
   if (dir->kind != NodeKind::kDirectory) return Status::InvalidArgument("not a directory");
@@ -294,13 +298,14 @@ StatusOr<NodeAttr> Filesystem::Lookup(InodeId parent, std::string_view name) con
     InodeId child = child_lists_[dir->first_child + k];
     if (nodes_[child - 1].name == name) return AttrOf(child, nodes_[child - 1]);
   }
-  if (dir->hidden_child != 0 && nodes_[dir->hidden_child - 1].name == name) {
-    return AttrOf(dir->hidden_child, nodes_[dir->hidden_child - 1]);
+  for (InodeId hidden = dir->hidden_child; hidden < dir->hidden_child + dir->hidden_count; ++hidden) {
+    if (nodes_[hidden - 1].name == name) return AttrOf(hidden, nodes_[hidden - 1]);
   }
   return Status::NotFound(std::string(name));
 }
 
 size_t DirListing::size() const {
+  if (view_ != nullptr && view_->parts_world != 0) return 0;  // parts/W: empty, like slices/
   if (view_ != nullptr || evicted_view_dir_ != 0) return 3;
   return child_count_;
 }
@@ -340,7 +345,9 @@ StatusOr<DirListing> Filesystem::OpenDir(InodeId ino) const {
   }
   const Node* dir = Find(ino);
   if (dir == nullptr) return NoInode(ino);
-  if (dir->kind == NodeKind::kSlicesDir) return listing;  // empty: views exist once looked up
+  if (dir->kind == NodeKind::kSlicesDir || dir->kind == NodeKind::kPartsDir) {
+    return listing;  // empty: views exist once looked up
+  }
   if (dir->kind != NodeKind::kDirectory) return Status::InvalidArgument("not a directory");
   listing.children_ = child_lists_.data() + dir->first_child;
   listing.child_count_ = dir->child_count;
@@ -368,7 +375,7 @@ StatusOr<FileHandle> Filesystem::Open(InodeId ino) const {
   }
   const Node* node = Find(ino);
   if (node == nullptr) return NoInode(ino);
-  if (node->kind == NodeKind::kDirectory || node->kind == NodeKind::kSlicesDir) {
+  if (node->kind == NodeKind::kDirectory || node->kind == NodeKind::kSlicesDir || node->kind == NodeKind::kPartsDir) {
     return Status::InvalidArgument("is a directory");
   }
   return file;
@@ -402,6 +409,7 @@ StatusOr<size_t> Filesystem::Read(const FileHandle& file, uint64_t offset, size_
   switch (node->kind) {
     case NodeKind::kDirectory:
     case NodeKind::kSlicesDir:
+    case NodeKind::kPartsDir:
       return Status::InvalidArgument("is a directory");
     case NodeKind::kDtypeFile:
     case NodeKind::kShapeFile:

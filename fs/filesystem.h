@@ -52,6 +52,8 @@ inline constexpr std::string_view kShardsDirName = "__shards__";
 inline constexpr std::string_view kHeaderSizeFileName = "header_size";
 // The directory, in each tensor directory, where slice views are looked up.
 inline constexpr std::string_view kSlicesDirName = "slices";
+// The hidden directory of rank parts: parts/W/R, parts/W/R@D (~ceil).
+inline constexpr std::string_view kPartsDirName = "parts";
 // Slice views kept by default (-o max_slice_views=); a view costs a few
 // hundred bytes.
 inline constexpr size_t kDefaultMaxSliceViews = 65536;
@@ -178,8 +180,8 @@ class Filesystem {
   // File kinds hold no bytes of their own: dtype, shape and metadata text is
   // made from the header when asked, so a node costs ~56 bytes.
   // kShardMetadataFile and kShardHeaderSizeFile use tensor_index as the shard's index.
-  enum class NodeKind {
-    kDirectory, kDtypeFile, kShapeFile, kMetadataFile, kTensorData, kStats, kSlicesDir,
+  enum class NodeKind : uint8_t {
+    kDirectory, kDtypeFile, kShapeFile, kMetadataFile, kTensorData, kStats, kSlicesDir, kPartsDir,
     kShardMetadataFile, kShardHeaderSizeFile
   };
 
@@ -191,7 +193,8 @@ class Filesystem {
     uint32_t child_count = 0;      // in listing order
     uint32_t subdirectories = 0;
     NodeKind kind = NodeKind::kDirectory;
-    InodeId hidden_child = 0;      // found by Lookup, left out of listings
+    uint8_t hidden_count = 0;      // hidden_child .. +hidden_count-1: found by
+    InodeId hidden_child = 0;      // Lookup, left out of listings
   };
 
   // A slice view's four inodes, from its first: dir, data, dtype, shape.
@@ -221,6 +224,14 @@ class Filesystem {
   // Returns the view for `spec` on tensor `tensor_index`, creating it.
   StatusOr<std::shared_ptr<const SliceView>> LookupSlice(InodeId slices_dir, size_t tensor_index,
                                                          std::string_view spec) const;
+  // Returns the `parts/W` directory named `world` (NotFound, logged, for a
+  // W the tensor cannot be split into).
+  StatusOr<std::shared_ptr<const SliceView>> LookupPartsWorld(InodeId parts_dir, size_t tensor_index,
+                                                              std::string_view world) const;
+  // Returns the part named `rank` ("R", "R@D", "~ceil") in `parts/W` (NotFound, logged).
+  StatusOr<std::shared_ptr<const SliceView>> LookupPart(const SliceView& world_dir, std::string_view rank) const;
+  // Lookup in a view directory (a slice, a part or a parts/W directory).
+  StatusOr<NodeAttr> LookupInView(const SliceView& view, std::string_view name) const;
   // Copies the part of `content` at `offset` into `dst`; returns the count.
   static size_t CopyContent(std::string_view content, uint64_t offset, size_t length, char* dst);
   // Returns the view of `plan` (on tensor `tensor_index`) under directory

@@ -18,6 +18,8 @@ StatusOr<std::shared_ptr<const SliceView>> Filesystem::FindSlice(InodeId ino, Sl
     return Status::NotFound("no inode " + std::to_string(ino));
   }
   *role = static_cast<SliceRole>((ino - view->first_ino) % SliceViewCache::kInodesPerView);
+  // A parts/W directory has no files: its other inode numbers are never handed out.
+  if (view->parts_world != 0 && *role != SliceRole::kDir) return Status::NotFound("no inode " + std::to_string(ino));
   return view;
 }
 

@@ -37,6 +37,15 @@ std::string CanonicalSliceKey(InodeId parent_dir, const SlicePlan& plan) {
   return key;
 }
 
+std::string PartsWorldKey(InodeId parts_dir, uint64_t world_size) {
+  // A CanonicalSliceKey starts with the varint of a non-zero inode number,
+  // whose first byte is never 0.
+  std::string key(1, '\0');
+  AppendVarint(parts_dir, &key);
+  AppendVarint(world_size, &key);
+  return key;
+}
+
 SliceViewCache::SliceViewCache(InodeId first_ino, size_t capacity)
     : first_ino_(first_ino), capacity_(capacity == 0 ? 1 : capacity), next_ino_(first_ino) {}
 

@@ -45,6 +45,9 @@ struct SliceView {
   InodeId parent_dir = 0;  // where it was looked up: a tensor's `slices`, or any
                            // other directory whose names plan slices
   size_t tensor_index = 0;
+  // Non-zero for a tensor's `parts/W` directory (W here): a directory only,
+  // whose names plan rank parts; `plan` and `shape_text` are then unused.
+  uint64_t parts_world = 0;
   SlicePlan plan;
   std::string shape_text;  // "[a,b]\n"
   std::string key;         // canonical form, see CanonicalSliceKey
@@ -55,6 +58,9 @@ struct SliceView {
 // same shape. The parent is part of the key so that a view directory never
 // has two parents (one tensor's `slices` holds plans of that tensor only).
 std::string CanonicalSliceKey(InodeId parent_dir, const SlicePlan& plan);
+// Returns the key of the `parts/W` directory looked up in `parts_dir`; it
+// never equals a CanonicalSliceKey (those never start with a 0 byte).
+std::string PartsWorldKey(InodeId parts_dir, uint64_t world_size);
 
 class SliceViewCache {
  public:

@@ -145,8 +145,8 @@ TEST_F(FilesystemTest, InodesAreStableAndDistinct) {
       for (auto& c : *children) EXPECT_TRUE(seen.emplace(c.attr.ino, c.name).second);
     }
   }
-  // + the root, + one hidden `slices` directory per tensor.
-  EXPECT_EQ(seen.size() + 1 + t.size(), (*fs)->inode_count());
+  // + the root, + hidden `slices` and `parts` directories per tensor.
+  EXPECT_EQ(seen.size() + 1 + 2 * t.size(), (*fs)->inode_count());
 }
 
 TEST_F(FilesystemTest, LookupMissIsNotFoundAndFilesAreNotDirectories) {

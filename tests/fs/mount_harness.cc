@@ -183,6 +183,10 @@ std::string StfsBinary() {
 
 std::string HelperScript(const std::string& name) { return std::string(STFS_SOURCE_DIR) + "/tests/fs/" + name; }
 
+std::string NumpyPython() {
+  return ::access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+}
+
 std::string RealFixturesDir() { return std::string(STFS_SOURCE_DIR) + "/../shared/fixtures/real"; }
 
 std::vector<std::string> MountPoints() {

@@ -36,6 +36,9 @@ CommandResult RunCommand(const std::vector<std::string>& argv, int timeout_ms = 
 std::string StfsBinary();
 std::string HelperScript(const std::string& name);
 std::string RealFixturesDir();
+// The python3 that has numpy: /usr/bin/python3 (python3-numpy, installed by
+// scripts/setup.sh) when it exists, else "python3" from PATH.
+std::string NumpyPython();
 
 // Returns the mount points listed in /proc/self/mountinfo (unescaped).
 std::vector<std::string> MountPoints();
