@@ -50,7 +50,9 @@ class SlowServer {
     }
   }
   bool ok() const { return !port_.empty(); }
-  std::string Url() const { return "http://127.0.0.1:" + port_ + "/model.safetensors"; }
+  std::string Url(const std::string& scheme = "http") const {
+    return scheme + "://127.0.0.1:" + port_ + "/model.safetensors";
+  }
   std::string Output() const { return ReadWholeFile(log_); }
 
  private:
@@ -180,6 +182,27 @@ TEST_F(Mount, RelativePathsAreTakenFromTheCallersDirectory) {
   EXPECT_EQ(::stat((dir_.path() + "/" + log_name).c_str(), &st), 0) << "log= was not created in the caller's directory";
   EXPECT_NE(::stat(("/" + log_name).c_str(), &st), 0) << "log= landed in /";
   ::unlink(("/" + log_name).c_str());
+}
+
+// curl opens -o cafile= when it connects, which for data reads is after the
+// daemon changed to `/`: a relative path must have been made absolute.
+TEST_F(Mount, RelativeCafileIsTakenFromTheCallersDirectory) {
+  if (!StfsHasRemote()) GTEST_SKIP() << "stfs was built without remote sources";
+  std::vector<TestTensor> tensors = {{"w", DType::U8, {3u << 20}, ""}};
+  std::string src = WriteSource(BuildSafetensors(tensors));
+  const std::string testdata = std::string(STFS_SOURCE_DIR) + "/tests/remote/testdata";
+  WriteSource(ReadWholeFile(testdata + "/localhost.crt"), "ca.pem");
+  SlowServer server(this, src, {"--tls", testdata + "/localhost.crt", testdata + "/localhost.key"});
+  ASSERT_TRUE(server.ok()) << server.Output();
+  std::string mnt = NewMountpoint();
+  std::string mnt_name = mnt.substr(mnt.rfind('/') + 1);
+  // Small blocks and no read-ahead: the data is fetched by reads after the mount.
+  CommandResult r = RunCommand({"/bin/sh", "-c", "cd \"$1\" && exec \"$2\" -o cafile=ca.pem,block_size=1M,readahead=0 \"$3\" \"$4\"",
+                                "sh", dir_.path(), StfsBinary(), server.Url("https"), mnt_name});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string data = ReadWholeFile(mnt + "/w/data");
+  EXPECT_TRUE(data == tensors[0].bytes) << "read " << data.size() << " of " << tensors[0].bytes.size()
+                                        << " bytes, or different ones, through TLS with the relative cafile";
 }
 
 // mount(8) clears PATH, so mount.fuse3's shell finds `stfs` only in the

@@ -7,11 +7,13 @@ accepted and never answered (the connection stays open until the client
 gives up). Prints the port on stdout once listening.
 
 usage: slow_http_server.py FILE [--delay SECONDS] [--stall-from OFFSET]
+                            [--tls CERT KEY]
 """
 import argparse
 import http.server
 import os
 import re
+import ssl
 import sys
 import threading
 import time
@@ -22,6 +24,7 @@ def main():
     parser.add_argument("file")
     parser.add_argument("--delay", type=float, default=0.0)
     parser.add_argument("--stall-from", type=int, default=-1)
+    parser.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
     args = parser.parse_args()
     data = open(args.file, "rb").read()
     forever = threading.Event()
@@ -67,6 +70,10 @@ def main():
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
+    if args.tls:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(args.tls[0], args.tls[1])
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     print(server.server_address[1], flush=True)
     server.serve_forever()
 
