@@ -558,6 +558,22 @@ std::thread StartQuietThread(Body&& body) {
   return thread;
 }
 
+// Makes fuse_session_unmount only close the session (and free what it
+// holds) without unmounting the path again: it skips the unmount when the
+// fd polls POLLERR, as a severed connection does. If files kept the
+// detached connection alive, the /dev/fuse fd is swapped for a pipe's write
+// end whose reader is gone (POLLERR), which also ends the connection.
+void RetireSessionFd(fuse_session* se) {
+  const int fd = fuse_session_fd(se);
+  pollfd p = {fd, 0, 0};
+  if (::poll(&p, 1, 0) == 1 && (p.revents & POLLERR)) return;
+  int broken[2];
+  if (::pipe2(broken, O_CLOEXEC) != 0) return;
+  ::close(broken[0]);
+  ::dup2(broken[1], fd);
+  ::close(broken[1]);
+}
+
 // libfuse's messages (bad options, mount errors): kept while the session is
 // set up so the error the user sees can name the cause, and still printed.
 std::mutex g_fuse_log_mu;
@@ -699,9 +715,9 @@ Status ServeFilesystem(const Filesystem& fs, const ServeOptions& options,
     } else {
       std::atomic<bool> detached{false};
       result = RunSession(se, ctx, options, wake, &detached, on_ready);
-      // After a detach the path may hold someone else's mount by now: only
-      // the session's fd is closed (by fuse_session_destroy).
-      if (!detached) fuse_session_unmount(se);
+      // After a detach the path may hold someone else's mount by now.
+      if (detached) RetireSessionFd(se);
+      fuse_session_unmount(se);
     }
   }
   ::close(wake[0]);
