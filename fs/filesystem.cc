@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/npy_header.h"
 #include "core/slice_reader.h"
 #include "fs/name_encoding.h"
 
@@ -102,13 +103,13 @@ StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(Catalogue catalogue, Fi
   const std::string& src = fs->catalogue_.source_name();
   const auto& tensors = fs->catalogue_.tensors();
   const size_t shard_count = fs->catalogue_.sharded() ? fs->catalogue_.shards().size() : 0;
-  if (tensors.size() > (UINT32_MAX - 8) / 6 || shard_count > UINT32_MAX / 8) {
+  if (tensors.size() > (UINT32_MAX - 8) / 7 || shard_count > UINT32_MAX / 8) {
     return Status::InvalidArgument(src + ": too many tensors");
   }
 
-  // The root, six nodes per tensor, __metadata__, __stats__, __shards__
+  // The root, seven nodes per tensor, __metadata__, __stats__, __shards__
   // and three nodes per shard.
-  fs->nodes_.reserve(4 + tensors.size() * 6 + shard_count * 3);
+  fs->nodes_.reserve(4 + tensors.size() * 7 + shard_count * 3);
   fs->shard_dir_names_.reserve(shard_count);
   fs->child_lists_.reserve(tensors.size() * 4 + 2);
   fs->dir_names_.reserve(tensors.size());  // never grows past: names keep their address
@@ -146,13 +147,17 @@ StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(Catalogue catalogue, Fi
       return fs->AddNode(child);
     };
     InodeId data_ino = add_child(NodeKind::kTensorData, "data");
+    // Sub-byte tensors whose bits are not whole bytes have no data.npy.
+    const bool has_npy = NpyShapeOf(tensors[i].info.dtype, tensors[i].info.shape).ok();
+    InodeId npy_ino = has_npy ? add_child(NodeKind::kNpyData, kNpyFileName) : 0;
     InodeId dtype_ino = add_child(NodeKind::kDtypeFile, "dtype");
     InodeId shape_ino = add_child(NodeKind::kShapeFile, "shape");
     // `slices` and `parts` answer lookups but are left out of listings, so a
     // tensor directory lists exactly its files.
     InodeId slices_ino = add_child(NodeKind::kSlicesDir, kSlicesDirName);
     add_child(NodeKind::kPartsDir, kPartsDirName);
-    fs->SetChildren(dir_ino, {data_ino, dtype_ino, shape_ino});
+    if (has_npy) fs->SetChildren(dir_ino, {data_ino, npy_ino, dtype_ino, shape_ino});
+    else fs->SetChildren(dir_ino, {data_ino, dtype_ino, shape_ino});
     fs->nodes_[dir_ino - 1].hidden_child = slices_ino;
     fs->nodes_[dir_ino - 1].hidden_count = 2;
     fs->nodes_[0].subdirectories++;
@@ -223,6 +228,12 @@ NodeAttr Filesystem::AttrOf(InodeId ino, const Node& node) const {
       attr.mode = S_IFREG | 0444;
       attr.size = TensorAt(node.tensor_index).byte_size();
       break;
+    case NodeKind::kNpyData: {
+      const TensorInfo& t = TensorAt(node.tensor_index);
+      attr.mode = S_IFREG | 0444;
+      attr.size = NpyFileSize(t.dtype, t.shape, t.byte_size());
+      break;
+    }
     case NodeKind::kStats:
       attr.mode = S_IFREG | 0444;
       attr.size = StatsJson().size();
@@ -306,20 +317,26 @@ StatusOr<NodeAttr> Filesystem::Lookup(InodeId parent, std::string_view name) con
 
 size_t DirListing::size() const {
   if (view_ != nullptr && view_->parts_world != 0) return 0;  // parts/W: empty, like slices/
-  if (view_ != nullptr || evicted_view_dir_ != 0) return 3;
+  if (view_ != nullptr) return Filesystem::HasNpy(*view_) ? 4 : 3;
+  if (evicted_view_dir_ != 0) return 4;
   return child_count_;
 }
 
 std::string_view DirListing::NameAt(size_t index) const {
-  if (view_ != nullptr || evicted_view_dir_ != 0) return Filesystem::kSliceFileNames[index + 1];
+  if (view_ != nullptr || evicted_view_dir_ != 0) return Filesystem::kSliceFileNames[RoleIndexAt(index)];
   return fs_->nodes_[children_[index] - 1].name;
 }
 
+int DirListing::RoleIndexAt(size_t index) const {
+  if (view_ != nullptr && !Filesystem::HasNpy(*view_)) return static_cast<int>(Filesystem::kViewListingWithoutNpy[index]);
+  return static_cast<int>(Filesystem::kViewListing[index]);
+}
+
 NodeAttr DirListing::AttrAt(size_t index) const {
-  if (view_ != nullptr) return fs_->SliceAttr(*view_, static_cast<Filesystem::SliceRole>(index + 1));
+  if (view_ != nullptr) return fs_->SliceAttr(*view_, static_cast<Filesystem::SliceRole>(RoleIndexAt(index)));
   if (evicted_view_dir_ != 0) {
     NodeAttr attr;
-    attr.ino = evicted_view_dir_ + index + 1;
+    attr.ino = evicted_view_dir_ + RoleIndexAt(index);
     attr.mode = S_IFREG | 0444;
     attr.mtime = fs_->mtime_;
     return attr;
@@ -421,10 +438,23 @@ StatusOr<size_t> Filesystem::Read(const FileHandle& file, uint64_t offset, size_
       return CopyContent(StatsJson(), offset, length, dst);
     case NodeKind::kTensorData:
       break;
+    case NodeKind::kNpyData: {
+      const TensorInfo& t = TensorAt(node->tensor_index);
+      ASSIGN_OR_RETURN(std::string npy_header, EncodeNpyHeader(t.dtype, t.shape));
+      const InodeId data_ino = file.ino - 1;  // data is made just before data.npy
+      return ReadNpy(npy_header, t.byte_size(), offset, length, dst,
+                     [&](uint64_t data_offset, size_t data_length, char* out) {
+                       return ReadTensorData(data_ino, data_offset, data_length, out);
+                     });
+    }
   }
-  ASSIGN_OR_RETURN(SourceWindow window, DataWindow(file.ino, offset, length));
+  return ReadTensorData(file.ino, offset, length, dst);
+}
+
+StatusOr<size_t> Filesystem::ReadTensorData(InodeId data_ino, uint64_t offset, size_t length, char* dst) const {
+  ASSIGN_OR_RETURN(SourceWindow window, DataWindow(data_ino, offset, length));
   if (window.length == 0) return size_t{0};
-  Status status = ReadExactly(SourceOf(node->tensor_index), window.offset, window.length, dst);
+  Status status = ReadExactly(*window.source, window.offset, window.length, dst);
   if (!status.ok()) {
     CountReadError();
     return status;

@@ -28,6 +28,7 @@
 #include <atomic>
 #include <cstdint>
 #include <ctime>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -50,6 +51,9 @@ inline constexpr std::string_view kStatsFileName = "__stats__";
 // Sharded checkpoints: __shards__/<shard file>/{__metadata__,header_size}.
 inline constexpr std::string_view kShardsDirName = "__shards__";
 inline constexpr std::string_view kHeaderSizeFileName = "header_size";
+// Beside every `data` (tensors, slices, parts): an .npy header, then the
+// same bytes (core/npy_header.h); absent where the bytes cannot be described.
+inline constexpr std::string_view kNpyFileName = "data.npy";
 // The directory, in each tensor directory, where slice views are looked up.
 inline constexpr std::string_view kSlicesDirName = "slices";
 // The hidden directory of rank parts: parts/W/R, parts/W/R@D (~ceil).
@@ -106,6 +110,8 @@ class DirListing {
 
  private:
   friend class Filesystem;
+  // A view directory's entry `index`: its role in the view.
+  int RoleIndexAt(size_t index) const;
   const Filesystem* fs_ = nullptr;
   const InodeId* children_ = nullptr;               // static directories
   size_t child_count_ = 0;
@@ -181,7 +187,7 @@ class Filesystem {
   // made from the header when asked, so a node costs ~56 bytes.
   // kShardMetadataFile and kShardHeaderSizeFile use tensor_index as the shard's index.
   enum class NodeKind : uint8_t {
-    kDirectory, kDtypeFile, kShapeFile, kMetadataFile, kTensorData, kStats, kSlicesDir, kPartsDir,
+    kDirectory, kDtypeFile, kShapeFile, kMetadataFile, kTensorData, kNpyData, kStats, kSlicesDir, kPartsDir,
     kShardMetadataFile, kShardHeaderSizeFile
   };
 
@@ -197,9 +203,21 @@ class Filesystem {
     InodeId hidden_child = 0;      // Lookup, left out of listings
   };
 
-  // A slice view's four inodes, from its first: dir, data, dtype, shape.
-  enum class SliceRole { kDir = 0, kData = 1, kDtype = 2, kShape = 3 };
-  static constexpr std::string_view kSliceFileNames[4] = {"", "data", "dtype", "shape"};
+  // A slice view's five inodes, from its first: dir, data, dtype, shape, data.npy.
+  enum class SliceRole { kDir = 0, kData = 1, kDtype = 2, kShape = 3, kNpy = 4 };
+  static constexpr std::string_view kSliceFileNames[5] = {"", "data", "dtype", "shape", "data.npy"};
+  // A view directory's listing, in name order, with and without data.npy.
+  static constexpr SliceRole kViewListing[4] = {SliceRole::kData, SliceRole::kNpy, SliceRole::kDtype,
+                                                SliceRole::kShape};
+  static constexpr SliceRole kViewListingWithoutNpy[3] = {SliceRole::kData, SliceRole::kDtype, SliceRole::kShape};
+  static bool HasNpy(const SliceView& view);
+  // Size of an .npy file of that array (0 when it has none).
+  static uint64_t NpyFileSize(DType dtype, const std::vector<uint64_t>& shape, uint64_t data_bytes);
+  // Reads [offset, +length) of an .npy file: `npy_header`, then `data_size`
+  // bytes read by `read_data(data_offset, length, dst)`.
+  using DataReader = std::function<StatusOr<size_t>(uint64_t data_offset, size_t length, char* dst)>;
+  static StatusOr<size_t> ReadNpy(const std::string& npy_header, uint64_t data_size, uint64_t offset, size_t length,
+                                  char* dst, const DataReader& read_data);
 
   explicit Filesystem(Catalogue catalogue);
   const TensorInfo& TensorAt(size_t index) const { return catalogue_.tensors()[index].info; }
@@ -238,6 +256,8 @@ class Filesystem {
   // `parent_dir`, creating it: any node whose names plan slices of a tensor
   // (not only `slices/`) gets bounded, canonical views from here.
   std::shared_ptr<const SliceView> ViewOf(InodeId parent_dir, size_t tensor_index, SlicePlan plan) const;
+  // Reads a tensor's `data` (node `data_ino`) from its shard.
+  StatusOr<size_t> ReadTensorData(InodeId data_ino, uint64_t offset, size_t length, char* dst) const;
   StatusOr<size_t> ReadSliceFile(const SliceView& view, SliceRole role, uint64_t offset, size_t length,
                                  char* dst) const;
 

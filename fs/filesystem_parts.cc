@@ -61,7 +61,9 @@ StatusOr<NodeAttr> Filesystem::LookupInView(const SliceView& view, std::string_v
     return SliceAttr(*part, SliceRole::kDir);
   }
   for (int r = 1; r < static_cast<int>(SliceViewCache::kInodesPerView); ++r) {
-    if (name == kSliceFileNames[r]) return SliceAttr(view, static_cast<SliceRole>(r));
+    if (name != kSliceFileNames[r]) continue;
+    if (static_cast<SliceRole>(r) == SliceRole::kNpy && !HasNpy(view)) break;
+    return SliceAttr(view, static_cast<SliceRole>(r));
   }
   return Status::NotFound(std::string(name));
 }

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "core/npy_header.h"
 #include "core/slice_reader.h"
 #include "fs/filesystem.h"
 
@@ -37,6 +38,9 @@ NodeAttr Filesystem::SliceAttr(const SliceView& view, SliceRole role) const {
     case SliceRole::kData: attr.size = view.plan.result_bytes; break;
     case SliceRole::kDtype: attr.size = DTypeName(view.plan.dtype).size() + 1; break;
     case SliceRole::kShape: attr.size = view.shape_text.size(); break;
+    case SliceRole::kNpy:
+      attr.size = NpyFileSize(view.plan.dtype, view.plan.result_shape, view.plan.result_bytes);
+      break;
   }
   return attr;
 }
@@ -60,6 +64,24 @@ std::shared_ptr<const SliceView> Filesystem::ViewOf(InodeId parent_dir, size_t t
   return slice_views_->FindOrAdd(std::move(view));
 }
 
+uint64_t Filesystem::NpyFileSize(DType dtype, const std::vector<uint64_t>& shape, uint64_t data_bytes) {
+  StatusOr<std::string> npy_header = EncodeNpyHeader(dtype, shape);
+  return npy_header.ok() ? npy_header->size() + data_bytes : 0;
+}
+
+bool Filesystem::HasNpy(const SliceView& view) {
+  return view.parts_world == 0 && NpyShapeOf(view.plan.dtype, view.plan.result_shape).ok();
+}
+
+StatusOr<size_t> Filesystem::ReadNpy(const std::string& npy_header, uint64_t data_size, uint64_t offset, size_t length,
+                                     char* dst, const DataReader& read_data) {
+  NpyReadSplit split = SplitNpyRead(npy_header.size(), data_size, offset, length);
+  size_t done = CopyContent(npy_header, split.header_offset, split.header_length, dst);
+  if (split.data_length == 0) return done;
+  ASSIGN_OR_RETURN(size_t n, read_data(split.data_offset, split.data_length, dst + done));
+  return done + n;
+}
+
 StatusOr<size_t> Filesystem::ReadSliceFile(const SliceView& view, SliceRole role, uint64_t offset, size_t length,
                                            char* dst) const {
   switch (role) {
@@ -67,6 +89,13 @@ StatusOr<size_t> Filesystem::ReadSliceFile(const SliceView& view, SliceRole role
     case SliceRole::kDtype: return CopyContent(std::string(DTypeName(view.plan.dtype)) + "\n", offset, length, dst);
     case SliceRole::kShape: return CopyContent(view.shape_text, offset, length, dst);
     case SliceRole::kData: break;
+    case SliceRole::kNpy: {
+      ASSIGN_OR_RETURN(std::string npy_header, EncodeNpyHeader(view.plan.dtype, view.plan.result_shape));
+      return ReadNpy(npy_header, view.plan.result_bytes, offset, length, dst,
+                     [&](uint64_t data_offset, size_t data_length, char* out) {
+                       return ReadSliceFile(view, SliceRole::kData, data_offset, data_length, out);
+                     });
+    }
   }
   const CatalogueTensor& tensor = catalogue_.tensors()[view.tensor_index];
   StatusOr<size_t> n = ReadSliceRange(*catalogue_.ShardOf(tensor).source, catalogue_.FileOffset(tensor), view.plan,

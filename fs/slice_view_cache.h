@@ -1,14 +1,15 @@
 // SliceViewCache: the slice views a mount has looked up, bounded in number.
 //
 // A slice view is the directory `<tensor>/slices/<numpy index>/` with its
-// `data`, `dtype` and `shape`: four inode numbers from the view's first one.
+// `data`, `dtype`, `shape` and `data.npy`: five inode numbers from the
+// view's first one.
 // Views are keyed by their canonical form (the parent directory and the
 // planner's normalised plan), so `0:4`, `0:4:1` and `:4` of one tensor are
 // one view.
 //
 // Memory rule: the cache holds at most `capacity` views, whatever clients do.
 // Each view counts the kernel's references (lookups replied minus FORGETs,
-// over its four inodes). When a new view would pass the cap, the least
+// over its five inodes). When a new view would pass the cap, the least
 // recently used view goes; a view the kernel has wholly forgotten is moved
 // to the cold end at once, so it goes before any view still referenced.
 // Inode numbers are never reused (a 64-bit counter), so an inode of an
@@ -41,7 +42,7 @@ namespace stfs {
 using InodeId = uint64_t;
 
 struct SliceView {
-  InodeId first_ino = 0;   // the view's directory; data, dtype, shape follow
+  InodeId first_ino = 0;   // the view's directory; data, dtype, shape, data.npy follow
   InodeId parent_dir = 0;  // where it was looked up: a tensor's `slices`, or any
                            // other directory whose names plan slices
   size_t tensor_index = 0;
@@ -64,7 +65,7 @@ std::string PartsWorldKey(InodeId parts_dir, uint64_t world_size);
 
 class SliceViewCache {
  public:
-  static constexpr InodeId kInodesPerView = 4;
+  static constexpr InodeId kInodesPerView = 5;
 
   // Views get inode numbers from `first_ino` upwards.
   SliceViewCache(InodeId first_ino, size_t capacity);
@@ -74,7 +75,7 @@ class SliceViewCache {
   // Returns the view with `view.key`, adding `view` (numbered here) when
   // there is none; evicts the least recently used view past the capacity.
   std::shared_ptr<const SliceView> FindOrAdd(SliceView view);
-  // Returns the view owning `ino` (any of its four inodes), or nullptr.
+  // Returns the view owning `ino` (any of its inodes), or nullptr.
   std::shared_ptr<const SliceView> Find(InodeId ino);
   // True for an inode number this cache handed out (live or evicted).
   bool WasIssued(InodeId ino) const;

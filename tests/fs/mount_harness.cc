@@ -352,7 +352,7 @@ void ExpectRootListing(const std::string& mnt, const std::vector<TestTensor>& te
 void ExpectTensorServed(const std::string& mnt, const TestTensor& tensor) {
   const std::string dir = mnt + "/" + ExpectedDirName(tensor.name);
   SCOPED_TRACE("tensor " + JsonString(tensor.name) + " in " + dir);
-  EXPECT_EQ(ListDir(dir), (std::vector<std::string>{"data", "dtype", "shape"}));
+  EXPECT_EQ(ListDir(dir), (std::vector<std::string>{"data", "data.npy", "dtype", "shape"}));
   EXPECT_EQ(ReadWholeFile(dir + "/dtype"), std::string(DTypeName(tensor.dtype)) + "\n");
   EXPECT_EQ(ReadWholeFile(dir + "/shape"), ShapeJson(tensor.shape) + "\n");
   struct stat st;
@@ -361,6 +361,14 @@ void ExpectTensorServed(const std::string& mnt, const TestTensor& tensor) {
   std::string data = ReadWholeFile(dir + "/data");
   EXPECT_EQ(data.size(), tensor.bytes.size());
   EXPECT_TRUE(data == tensor.bytes) << "data bytes differ from the file";
+  // data.npy: an .npy header (magic, 64-byte multiple) then the same bytes.
+  std::string npy = ReadWholeFile(dir + "/data.npy");
+  ASSERT_GE(npy.size(), tensor.bytes.size() + 64);
+  EXPECT_EQ(npy.substr(0, 6), "\x93NUMPY");
+  EXPECT_EQ((npy.size() - tensor.bytes.size()) % 64, 0u);
+  EXPECT_TRUE(npy.compare(npy.size() - tensor.bytes.size(), std::string::npos, tensor.bytes) == 0);
+  ASSERT_EQ(::stat((dir + "/data.npy").c_str(), &st), 0) << std::strerror(errno);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), npy.size());
 }
 
 int Spawn(const std::vector<std::string>& argv, const std::string& output_path) {

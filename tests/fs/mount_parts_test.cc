@@ -37,7 +37,7 @@ TEST_F(MountParts, EveryRankOfEveryWorldSizeIsByteExactAndTilesTheTensorOnce) {
     EXPECT_EQ(py.exit_code, 0) << py.out << py.err;
     EXPECT_EQ(py.out.rfind("ok ", 0), 0u) << py.out;
     // The tensor directory still lists only its files.
-    EXPECT_EQ(ListDir(mnt + "/t0"), (std::vector<std::string>{"data", "dtype", "shape"}));
+    EXPECT_EQ(ListDir(mnt + "/t0"), (std::vector<std::string>{"data", "data.npy", "dtype", "shape"}));
     EXPECT_TRUE(ListDir(mnt + "/t0/parts").empty());
     EXPECT_TRUE(ListDir(mnt + "/t0/parts/1").empty());
   }

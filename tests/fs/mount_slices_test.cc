@@ -129,7 +129,7 @@ TEST_F(Mount, SliceViewsMatchNumpyBasicIndexing) {
   std::vector<TestTensor> tensors = {{"w", DType::F32, shape, ""}, {"layer/0", DType::I16, {7, 3}, ""}};
   std::string mnt = MountFile(WriteSource(BuildSafetensors(tensors)));
   ASSERT_FALSE(mnt.empty());
-  EXPECT_EQ(ListDir(mnt + "/w"), (std::vector<std::string>{"data", "dtype", "shape"})) << "slices stays hidden";
+  EXPECT_EQ(ListDir(mnt + "/w"), (std::vector<std::string>{"data", "data.npy", "dtype", "shape"})) << "slices stays hidden";
   EXPECT_EQ(ListDir(mnt + "/w/slices"), std::vector<std::string>{});
   for (const std::string spec : {"1", "-1", "1:4", ":,2:", "::2,1,-2:", "...,1", "0,...", "5:1", "10:20", "-100:2",
                                  "0 , 1", ":,::3,1:3", "2:3,4,3", "...", ":", "::4,:,::5"}) {
@@ -144,7 +144,7 @@ TEST_F(Mount, SliceViewsMatchNumpyBasicIndexing) {
     ASSERT_EQ(::stat((dir + "/data").c_str(), &st), 0) << std::strerror(errno);
     EXPECT_EQ(static_cast<size_t>(st.st_size), want.bytes.size());
     EXPECT_TRUE(ReadWholeFile(dir + "/data") == want.bytes) << "slice bytes differ from the reference";
-    EXPECT_EQ(ListDir(dir), (std::vector<std::string>{"data", "dtype", "shape"}));
+    EXPECT_EQ(ListDir(dir), (std::vector<std::string>{"data", "data.npy", "dtype", "shape"}));
   }
   // A tensor whose directory name is encoded.
   const std::vector<uint64_t> shape2 = {7, 3};

@@ -102,7 +102,7 @@ def main():
     total = 0
     for dir_name, (name, info) in dirs.items():
         d = os.path.join(os.fsencode(mnt), dir_name)
-        if sorted(os.listdir(d)) != [b"data", b"dtype", b"shape"]:
+        if sorted(os.listdir(d)) != [b"data", b"data.npy", b"dtype", b"shape"]:
             errors.append("%r: listing %r" % (name, sorted(os.listdir(d))))
             continue
         with open(os.path.join(d, b"dtype"), "rb") as f:
@@ -119,6 +119,12 @@ def main():
             errors.append("%r: st_size %d, want %d" % (name, os.stat(path).st_size, len(want)))
         if read_plain(path, len(want)) != want:
             errors.append("%r: read() bytes differ" % name)
+        npy_path = os.path.join(d, b"data.npy")
+        npy_size = os.stat(npy_path).st_size
+        npy = read_plain(npy_path, npy_size)
+        if (len(npy) != npy_size or not npy.startswith(b"\x93NUMPY") or (npy_size - len(want)) % 64
+                or npy[npy_size - len(want):] != want):
+            errors.append("%r: data.npy is not an .npy header followed by the data" % name)
         if want:
             with open(path, "rb") as f:
                 with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
