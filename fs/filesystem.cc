@@ -55,6 +55,9 @@ InodeId Filesystem::AddNode(const Node& node) {
 }
 
 void Filesystem::SetChildren(InodeId dir, const std::vector<InodeId>& children) {
+  if (dir != kRootInode && children.size() > kIndexedChildren) {
+    for (InodeId child : children) large_dir_index_.emplace(ChildKey{dir, nodes_[child - 1].name}, child);
+  }
   nodes_[dir - 1].first_child = static_cast<uint32_t>(child_lists_.size());
   nodes_[dir - 1].child_count = static_cast<uint32_t>(children.size());
   child_lists_.insert(child_lists_.end(), children.begin(), children.end());
@@ -63,6 +66,33 @@ void Filesystem::SetChildren(InodeId dir, const std::vector<InodeId>& children) 
 StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(std::unique_ptr<ByteSource> source, Header header,
                                                          FilesystemOptions options) {
   return Create(Catalogue::FromHeader(std::move(source), std::move(header)), options);
+}
+
+std::vector<InodeId> Filesystem::AddTensorFiles(InodeId dir_ino, size_t tensor_index) {
+  auto add_child = [&](NodeKind kind, std::string_view name) {
+    Node child;
+    child.parent = dir_ino;
+    child.kind = kind;
+    child.name = name;
+    child.tensor_index = tensor_index;
+    return AddNode(child);
+  };
+  const TensorInfo& t = TensorAt(tensor_index);
+  std::vector<InodeId> files;
+  files.push_back(add_child(NodeKind::kTensorData, "data"));
+  // data.npy comes right after data (its reads find data at ino - 1).
+  // Sub-byte tensors whose bits are not whole bytes have no data.npy.
+  if (NpyShapeOf(t.dtype, t.shape).ok()) files.push_back(add_child(NodeKind::kNpyData, kNpyFileName));
+  files.push_back(add_child(NodeKind::kDtypeFile, "dtype"));
+  files.push_back(add_child(NodeKind::kShapeFile, "shape"));
+  // `slices` and `parts` answer lookups but are left out of listings, so a
+  // tensor directory lists exactly its files.
+  InodeId slices_ino = add_child(NodeKind::kSlicesDir, kSlicesDirName);
+  add_child(NodeKind::kPartsDir, kPartsDirName);
+  nodes_[dir_ino - 1].hidden_child = slices_ino;
+  nodes_[dir_ino - 1].hidden_count = 2;
+  nodes_[dir_ino - 1].tensor_index = tensor_index;
+  return files;
 }
 
 InodeId Filesystem::AddShardsDirectory() {
@@ -120,8 +150,12 @@ StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(Catalogue catalogue, Fi
   root.kind = NodeKind::kDirectory;
   fs->AddNode(root);
 
+  std::vector<InodeId> root_children;
+  if (options.tree) {
+    ASSIGN_OR_RETURN(root_children, fs->BuildTree());
+  }
   // Tensor directories first, so that a tensor may take a reserved root name.
-  for (size_t i = 0; i < tensors.size(); ++i) {
+  for (size_t i = 0; !options.tree && i < tensors.size(); ++i) {
     fs->dir_names_.push_back(EncodeTensorName(tensors[i].info.name));
     Node dir;
     dir.parent = kRootInode;
@@ -137,33 +171,11 @@ StatusOr<std::unique_ptr<Filesystem>> Filesystem::Create(Catalogue catalogue, Fi
                                      " would share the directory name " + QuotedForMessage(other.name));
     }
     fs->tensor_dirs_.push_back(dir_ino);
-
-    auto add_child = [&](NodeKind kind, std::string_view name) {
-      Node child;
-      child.parent = dir_ino;
-      child.kind = kind;
-      child.name = name;
-      child.tensor_index = i;
-      return fs->AddNode(child);
-    };
-    InodeId data_ino = add_child(NodeKind::kTensorData, "data");
-    // Sub-byte tensors whose bits are not whole bytes have no data.npy.
-    const bool has_npy = NpyShapeOf(tensors[i].info.dtype, tensors[i].info.shape).ok();
-    InodeId npy_ino = has_npy ? add_child(NodeKind::kNpyData, kNpyFileName) : 0;
-    InodeId dtype_ino = add_child(NodeKind::kDtypeFile, "dtype");
-    InodeId shape_ino = add_child(NodeKind::kShapeFile, "shape");
-    // `slices` and `parts` answer lookups but are left out of listings, so a
-    // tensor directory lists exactly its files.
-    InodeId slices_ino = add_child(NodeKind::kSlicesDir, kSlicesDirName);
-    add_child(NodeKind::kPartsDir, kPartsDirName);
-    if (has_npy) fs->SetChildren(dir_ino, {data_ino, npy_ino, dtype_ino, shape_ino});
-    else fs->SetChildren(dir_ino, {data_ino, dtype_ino, shape_ino});
-    fs->nodes_[dir_ino - 1].hidden_child = slices_ino;
-    fs->nodes_[dir_ino - 1].hidden_count = 2;
+    fs->SetChildren(dir_ino, fs->AddTensorFiles(dir_ino, i));
     fs->nodes_[0].subdirectories++;
+    root_children.push_back(dir_ino);
   }
 
-  std::vector<InodeId> root_children = fs->tensor_dirs_;
   Node metadata;
   metadata.parent = kRootInode;
   metadata.kind = NodeKind::kMetadataFile;
@@ -305,9 +317,14 @@ StatusOr<NodeAttr> Filesystem::Lookup(InodeId parent, std::string_view name) con
     if (it == root_index_.end()) return Status::NotFound(std::string(name));
     return AttrOf(it->second, nodes_[it->second - 1]);
   }
-  for (uint32_t k = 0; k < dir->child_count; ++k) {
-    InodeId child = child_lists_[dir->first_child + k];
-    if (nodes_[child - 1].name == name) return AttrOf(child, nodes_[child - 1]);
+  if (dir->child_count > kIndexedChildren) {
+    auto it = large_dir_index_.find(ChildKey{parent, name});
+    if (it != large_dir_index_.end()) return AttrOf(it->second, nodes_[it->second - 1]);
+  } else {
+    for (uint32_t k = 0; k < dir->child_count; ++k) {
+      InodeId child = child_lists_[dir->first_child + k];
+      if (nodes_[child - 1].name == name) return AttrOf(child, nodes_[child - 1]);
+    }
   }
   for (InodeId hidden = dir->hidden_child; hidden < dir->hidden_child + dir->hidden_count; ++hidden) {
     if (nodes_[hidden - 1].name == name) return AttrOf(hidden, nodes_[hidden - 1]);

@@ -64,6 +64,8 @@ inline constexpr size_t kDefaultMaxSliceViews = 65536;
 
 struct FilesystemOptions {
   size_t max_slice_views = kDefaultMaxSliceViews;
+  // -o tree: dotted names as nested directories (core/tensor_tree.h).
+  bool tree = false;
 };
 
 struct NodeAttr {
@@ -224,6 +226,13 @@ class Filesystem {
   const ByteSource& SourceOf(size_t tensor_index) const {
     return *catalogue_.ShardOf(catalogue_.tensors()[tensor_index]).source;
   }
+  // Adds tensor `tensor_index`'s files under `dir_ino` (and its hidden
+  // slices/ and parts/); returns the listed ones.
+  std::vector<InodeId> AddTensorFiles(InodeId dir_ino, size_t tensor_index);
+  // -o tree: adds the directories of core/tensor_tree.h with each tensor's
+  // files in the directory of its last segment; returns the root's
+  // directories (filesystem_tree.cc).
+  StatusOr<std::vector<InodeId>> BuildTree();
   // Adds __shards__/<shard>/{__metadata__,header_size}; returns its inode.
   InodeId AddShardsDirectory();
   InodeId AddNode(const Node& node);
@@ -267,6 +276,21 @@ class Filesystem {
   std::vector<InodeId> child_lists_;  // every directory's children, back to back
   std::vector<std::string> dir_names_;  // by tensor index; reserved in full, never moved
   std::vector<std::string> shard_dir_names_;  // by shard index; reserved in full, never moved
+  std::vector<std::string> tree_names_;  // -o tree: directory names; reserved in full, never moved
+  // Directories other than the root with more than kIndexedChildren
+  // children are looked up by hash, not by scanning.
+  static constexpr uint32_t kIndexedChildren = 32;
+  struct ChildKey {
+    InodeId parent;
+    std::string_view name;
+    bool operator==(const ChildKey&) const = default;
+  };
+  struct ChildKeyHash {
+    size_t operator()(const ChildKey& key) const {
+      return std::hash<std::string_view>()(key.name) ^ (std::hash<InodeId>()(key.parent) * 0x9E3779B97F4A7C15ull);
+    }
+  };
+  std::unordered_map<ChildKey, InodeId, ChildKeyHash> large_dir_index_;
   std::string metadata_text_;
   std::vector<InodeId> tensor_dirs_;  // by tensor index
   // Root children by name (the root can hold many thousands of entries);

@@ -50,6 +50,7 @@ constexpr const char* kUsage =
     "                           remote sources; 0 keeps the kernel's 128)\n"
     "     threads=N             most FUSE worker threads (default 16)\n"
     "     max_slice_views=N     slice views kept at once (default 65536)\n"
+    "     tree                  dotted names as nested directories (model/layers/0/...)\n"
     "     log=PATH              append the background daemon's messages (read\n"
     "                           errors, stale objects) to PATH (default: syslog\n"
     "                           when there is one; -f keeps stderr)\n"

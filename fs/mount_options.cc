@@ -122,6 +122,7 @@ Status ApplyMountOption(const std::string& option, CommandLine* cl) {
     cl->log_path = value;
     return Status::OK();
   }
+  if (option == "tree") { cl->filesystem.tree = true; return Status::OK(); }
   if (option == "auto_unmount") { cl->serve.auto_unmount = true; return Status::OK(); }
   if (option == "noauto_unmount") { cl->serve.auto_unmount = false; return Status::OK(); }
 #ifdef STFS_HAVE_REMOTE
