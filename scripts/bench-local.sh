@@ -10,6 +10,7 @@
 #   3. the daemon's peak RSS (VmHWM) after serving the 2 GiB read;
 #   4. mount time and `ls -lR` time for a file of 10,000 tensors.
 #
+# `scripts/bench-local.sh checkpoints` runs scripts/bench-checkpoints.sh.
 # `scripts/bench-local.sh headers` measures header parsing instead (issue 8):
 # stfs-parse-header (ReadHeader alone: time and peak RSS) against python3's
 # json.loads of the same bytes, for a 100,000-tensor header, a 100,000-key
@@ -32,6 +33,8 @@
 #   TMPDIR=/tmp              where the temp dir goes
 set -euo pipefail
 MODE="${1:-reads}"
+# `scripts/bench-local.sh checkpoints`: rank parts and sharded-index mounts (local and HTTP).
+[[ "$MODE" == checkpoints ]] && exec "$(dirname "${BASH_SOURCE[0]}")/bench-checkpoints.sh"
 
 SIZE_MIB="${STFS_BENCH_MIB:-2048}"
 TRIALS="${STFS_BENCH_TRIALS:-3}"

@@ -27,6 +27,8 @@
 #   STFS_BENCH_OPTS=...       extra -o options for every mount (e.g. connections=8)
 #   TMPDIR=/tmp               where the temp dir goes
 set -euo pipefail
+# `scripts/bench-remote.sh checkpoints`: rank parts and sharded-index mounts (local and HTTP).
+[[ "${1:-}" == checkpoints ]] && exec "$(dirname "${BASH_SOURCE[0]}")/bench-checkpoints.sh"
 
 SIZE_MIB="${STFS_BENCH_MIB:-1024}"
 TRIALS="${STFS_BENCH_TRIALS:-3}"

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "tests/test_files.h"
@@ -76,6 +77,43 @@ TEST(SliceReader, ColumnShardOfLargeMatrixUsesBoundedMemoryAndIsExact) {
   for (uint64_t r = 0; r < rows; ++r) {
     ASSERT_EQ(got.substr(r * 128, 128), bytes.substr(r * cols * 2 + 448 * 2, 128)) << "row " << r;
   }
+}
+
+// Counts the bytes a reader asks of a string.
+class CountingSource : public ByteSource {
+ public:
+  explicit CountingSource(std::string bytes) : bytes_(std::move(bytes)) {}
+  StatusOr<size_t> ReadAt(uint64_t offset, size_t length, char* dst) const override {
+    size_t n = offset >= bytes_.size() ? 0 : std::min<uint64_t>(length, bytes_.size() - offset);
+    std::copy_n(bytes_.data() + offset, n, dst);
+    asked_ += n;
+    return n;
+  }
+  uint64_t Size() const override { return bytes_.size(); }
+  const std::string& Describe() const override { return name_; }
+  uint64_t asked() const { return asked_; }
+
+ private:
+  std::string bytes_, name_ = "counting";
+  mutable uint64_t asked_ = 0;
+};
+
+TEST(SliceReader, WideGapsAreLeftUnreadAndNarrowOnesGathered) {
+  const uint64_t rows = 256, cols = 4096;  // F32 rows of 16 KiB
+  std::string bytes = testing::RandomBytes(rows * cols * 4);
+  auto check = [&](const char* spec, double most_overread) {
+    SCOPED_TRACE(spec);
+    CountingSource source(bytes);
+    auto plan = PlanSlice(DType::F32, {rows, cols}, *ParseSliceSpec(spec));
+    ASSERT_TRUE(plan.ok());
+    std::string got(plan->result_bytes, '\0');
+    for (uint64_t off = 0; off < got.size(); off += 1 << 20) {
+      ASSERT_TRUE(ReadSliceRange(source, 0, *plan, off, std::min<uint64_t>(1 << 20, got.size() - off), got.data() + off).ok());
+    }
+    EXPECT_LE(static_cast<double>(source.asked()), most_overread * static_cast<double>(got.size()));
+  };
+  check(":, 1024:1536", 1.1);  // 2 KiB runs, 14 KiB gaps: only the runs are read
+  check(":, ::2", 2.01);       // 4-byte runs, 4-byte gaps: gathered (one read per span)
 }
 
 TEST(SliceReader, ShortSourceIsAnError) {
