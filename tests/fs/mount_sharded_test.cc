@@ -158,6 +158,34 @@ TEST_F(MountSharded, BrokenIndexesAreRefusedWithOneLine) {
   EXPECT_FALSE(IsMounted(mnt));
 }
 
+TEST_F(MountSharded, TwoHundredShardsTakeOneOpenFileEachNotOnePerTensor) {
+  // 200 shards of 10 tensors: the daemon holds about 200 shard descriptors
+  // (plus a handful of its own), never 2,000, and every tensor reads right.
+  nlohmann::ordered_json index;
+  std::vector<TestTensor> all;
+  std::string root = dir_.path() + "/many";
+  ::mkdir(root.c_str(), 0755);
+  for (int s = 0; s < 200; ++s) {
+    std::vector<TestTensor> tensors;
+    for (int i = 0; i < 10; ++i) tensors.push_back({"s" + std::to_string(s) + ".t" + std::to_string(i), DType::U8, {3}, ""});
+    std::string file = "shard-" + std::to_string(s) + ".safetensors";
+    dir_.Write("many/" + file, BuildSafetensors(tensors));
+    for (const TestTensor& t : tensors) index["weight_map"][t.name] = file;
+    all.insert(all.end(), tensors.begin(), tensors.end());
+  }
+  dir_.Write("many/model.safetensors.index.json", index.dump());
+  std::string mnt = MountFile(root);
+  ASSERT_FALSE(mnt.empty());
+  std::vector<int> pids = ProcessesWithArgument(mnt, "stfs");
+  ASSERT_EQ(pids.size(), 1u);
+  size_t fds = ListDir("/proc/" + std::to_string(pids[0]) + "/fd").size();
+  EXPECT_GE(fds, 200u);
+  EXPECT_LE(fds, 240u);
+  for (size_t i = 0; i < all.size(); i += 97) {
+    EXPECT_EQ(ReadWholeFile(mnt + "/" + all[i].name + "/data"), all[i].bytes) << all[i].name;
+  }
+}
+
 TEST_F(MountSharded, InspectAddsAShardColumn) {
   std::vector<Shard> shards = MakeShards();
   std::string root = WriteCheckpoint(dir_, "ckpt", shards, "model.safetensors.index.json", IndexJson(shards, "{}"));
