@@ -2,6 +2,9 @@
 // random tensors (random dtypes and shapes) is byte-exact against the numpy
 // reference in verify_parts.py, the ranks tile each tensor exactly once, and
 // names that are not parts are ENOENT; parts stay within the views' cap.
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <random>
 
 #include "tests/fs/mount_harness.h"
@@ -40,6 +43,25 @@ TEST_F(MountParts, EveryRankOfEveryWorldSizeIsByteExactAndTilesTheTensorOnce) {
     EXPECT_EQ(ListDir(mnt + "/t0"), (std::vector<std::string>{"data", "data.npy", "dtype", "shape"}));
     EXPECT_TRUE(ListDir(mnt + "/t0/parts").empty());
     EXPECT_TRUE(ListDir(mnt + "/t0/parts/1").empty());
+  }
+}
+
+TEST_F(MountParts, NamesThatAreNotPartsAreEnoentWithALogLine) {
+  std::vector<TestTensor> tensors = {{"w", DType::F32, {6, 4}, ""}};
+  std::string log = dir_.path() + "/daemon.log";
+  std::string mnt = MountFile(WriteSource(BuildSafetensors(tensors)), {"-o", "log=" + log});
+  ASSERT_FALSE(mnt.empty());
+  struct stat st;
+  for (const char* bad : {"/w/parts/7", "/w/parts/5/1@1", "/w/parts/2/2", "/w/parts/2/0@0"}) {
+    errno = 0;
+    EXPECT_NE(::stat((mnt + bad).c_str(), &st), 0) << bad;
+    EXPECT_EQ(errno, ENOENT) << bad;
+  }
+  ASSERT_EQ(::stat((mnt + "/w/parts/4/1@1/data").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 6 * 1 * 4);
+  std::string text = ReadWholeFile(log);
+  for (const char* name : {"parts/7:", "parts/5/1@1:", "parts/2/2:", "parts/2/0@0:"}) {
+    EXPECT_NE(text.find(std::string("stfs: tensor \"w\": ") + name), std::string::npos) << name << " in\n" << text;
   }
 }
 
