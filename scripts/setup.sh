@@ -17,6 +17,13 @@ packages=(
   clang libclang-rt-14-dev
 )
 
+# node + npm run s3rver, the S3-compatible server of the s3:// tests
+# (scripts/s3-test-server.sh). Many machines already have a newer node than
+# Debian's; only install Debian's when there is none.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  packages+=(nodejs npm)
+fi
+
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then

@@ -232,8 +232,16 @@ std::vector<int> ProcessesWithArgument(const std::string& arg, const std::string
     char* end = nullptr;
     long pid = std::strtol(e->d_name, &end, 10);
     if (*end != '\0' || pid <= 0 || pid == self) continue;
-    std::ifstream in(std::string("/proc/") + e->d_name + "/cmdline", std::ios::binary);
-    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // Plain read(2): the process may exit mid-read (ESRCH), which an
+    // ifstream turns into an exception; a vanished process just has no
+    // command line.
+    std::string cmdline;
+    int fd = ::open((std::string("/proc/") + e->d_name + "/cmdline").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    char chunk[4096];
+    ssize_t n;
+    while ((n = ::read(fd, chunk, sizeof chunk)) > 0) cmdline.append(chunk, static_cast<size_t>(n));
+    ::close(fd);
     if (!program.empty()) {
       std::string argv0 = cmdline.substr(0, cmdline.find('\0'));
       if (argv0.substr(argv0.rfind('/') + 1) != program) continue;
