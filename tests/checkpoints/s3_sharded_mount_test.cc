@@ -5,27 +5,14 @@
 
 #include "tests/fs/mount_harness.h"
 #include "tests/remote/remote_test_util.h"
+#include "tests/remote/s3_mount_fixture.h"
 #include "tests/remote/s3_server.h"
 
 namespace stfs::testing {
 namespace {
 
-class S3Checkpoint : public MountTest {
+class S3Checkpoint : public S3rverMountTest {
  protected:
-  void SetUp() override {
-    MountTest::SetUp();
-    if (IsSkipped()) return;
-    std::string skip, error;
-    server_ = S3rverServer::Start(&skip, &error);
-    if (server_ == nullptr && !skip.empty()) GTEST_SKIP() << skip;
-    ASSERT_NE(server_, nullptr) << error;
-    server_->CreateBucket("models");
-    UseS3Keys("S3RVER", "S3RVER");
-  }
-  void TearDown() override {
-    MountTest::TearDown();
-    server_.reset();
-  }
   // Uploads two shards under `prefix`, and their index when `with_index`.
   std::vector<TestTensor> PutCheckpoint(const std::string& prefix, bool with_index) {
     std::vector<TestTensor> a = {{"x.weight", DType::F16, {300, 700}, ""}, {"x.bias", DType::F32, {300}, ""}};
@@ -42,7 +29,6 @@ class S3Checkpoint : public MountTest {
     a.insert(a.end(), b.begin(), b.end());
     return a;
   }
-  std::unique_ptr<S3rverServer> server_;
 };
 
 TEST_F(S3Checkpoint, PrefixWithAnIndexAndPrefixOfShardsMountAsOneTree) {
@@ -50,7 +36,7 @@ TEST_F(S3Checkpoint, PrefixWithAnIndexAndPrefixOfShardsMountAsOneTree) {
     SCOPED_TRACE(with_index ? "index" : "shards only");
     std::string prefix = with_index ? "indexed/" : "plain/";
     std::vector<TestTensor> tensors = PutCheckpoint(prefix, with_index);
-    std::string mnt = MountFile("s3://models/" + prefix, {"-o", "endpoint=" + server_->endpoint().url});
+    std::string mnt = MountFile("s3://models/" + prefix, {"-o", EndpointOption()});
     ASSERT_FALSE(mnt.empty());
     for (const TestTensor& t : tensors) ExpectTensorServed(mnt, t);
     EXPECT_EQ(ListDir(mnt + "/__shards__"),

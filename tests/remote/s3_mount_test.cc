@@ -4,32 +4,14 @@
 #include <cstdlib>
 
 #include "tests/fs/mount_harness.h"
+#include "tests/remote/s3_mount_fixture.h"
 #include "tests/remote/s3_server.h"
 
 namespace stfs::testing {
 namespace {
 
-class S3Mount : public MountTest {
+class S3Mount : public S3rverMountTest {
  protected:
-  void SetUp() override {
-    MountTest::SetUp();
-    if (IsSkipped()) return;
-    std::string skip, error;
-    server_ = S3rverServer::Start(&skip, &error);
-    if (server_ == nullptr && !skip.empty()) GTEST_SKIP() << skip;
-    ASSERT_NE(server_, nullptr) << error;
-    server_->CreateBucket("models");
-    UseS3Keys("S3RVER", "S3RVER");
-  }
-  void TearDown() override {
-    MountTest::TearDown();
-    server_.reset();
-  }
-
-
-  std::string EndpointOption() const { return "endpoint=" + server_->endpoint().url; }
-
-  std::unique_ptr<S3rverServer> server_;
   // Filled with fresh random bytes by BuildSafetensors.
   std::vector<TestTensor> tensors_ = {{"embed", DType::F16, {1000, 1501}, ""},
                                       {"layers.0/attn%q", DType::BF16, {7, 3}, ""},
