@@ -18,34 +18,16 @@
 #   STFS_BENCH_TRIALS=3     rounds for mount times
 set -euo pipefail
 TRIALS="${STFS_BENCH_TRIALS:-3}"
-NGINX=/usr/sbin/nginx
 
 # shellcheck source=scripts/bench-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/bench-lib.sh"
 bench_init bench-checkpoints
-[[ -x "$NGINX" ]] || die "$NGINX not found: run scripts/setup.sh"
 bench_require curl python3 dd fusermount3 awk sort
 bench_build_stfs "$ROOT/build-bench-remote" -DSTFS_BUILD_CUDA=OFF -DSTFS_BUILD_REMOTE=ON
-NGINX_PID=""
-bench_cleanup_hook() {
-  [[ -n "$NGINX_PID" ]] && kill "$NGINX_PID" 2>/dev/null && wait "$NGINX_PID" 2>/dev/null
-  return 0
-}
 bench_workdir stfs-bench-ckpt 1200
-
-PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 mkdir -p "$WORK/www/shards"
-printf 'daemon off; master_process off; worker_processes 1; pid %s/nginx.pid; error_log %s/error.log warn;
-events { worker_connections 256; }
-http { access_log off; client_body_temp_path %s/cb; proxy_temp_path %s/px; fastcgi_temp_path %s/fc;
-  uwsgi_temp_path %s/uw; scgi_temp_path %s/sc; default_type application/octet-stream; sendfile on;
-  keepalive_requests 1000000; server { listen 127.0.0.1:%s; root %s/www; } }\n' \
-  "$WORK" "$WORK" "$WORK" "$WORK" "$WORK" "$WORK" "$WORK" "$PORT" "$WORK" >"$WORK/nginx.conf"
-"$NGINX" -e "$WORK/error.log" -p "$WORK/" -c "$WORK/nginx.conf" &
-NGINX_PID=$!
-for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$PORT/" && break; sleep 0.05; done
-kill -0 "$NGINX_PID" 2>/dev/null || die "nginx did not start: $(cat "$WORK/error.log")"
-URL="http://127.0.0.1:$PORT"
+bench_nginx_start "$WORK/www"
+URL="$NGINX_URL"
 
 python3 - "$WORK/www" <<'PY'
 import json, os, struct, sys

@@ -34,51 +34,16 @@ SIZE_MIB="${STFS_BENCH_MIB:-1024}"
 TRIALS="${STFS_BENCH_TRIALS:-3}"
 RANDOM_READS="${STFS_BENCH_RANDOM:-256}"
 EXTRA_OPTS="${STFS_BENCH_OPTS:-}"
-NGINX=/usr/sbin/nginx
 
 # shellcheck source=scripts/bench-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/bench-lib.sh"
 bench_init bench-remote
-[[ -x "$NGINX" ]] || die "$NGINX not found: run scripts/setup.sh"
 bench_require curl python3 dd fusermount3 awk sort
 bench_build_stfs "$ROOT/build-bench-remote" -DSTFS_BUILD_CUDA=OFF -DSTFS_BUILD_REMOTE=ON
 
-NGINX_PID=""
-bench_cleanup_hook() {
-  [[ -n "$NGINX_PID" ]] && kill "$NGINX_PID" 2>/dev/null && wait "$NGINX_PID" 2>/dev/null
-  return 0
-}
 bench_workdir stfs-bench-remote $((SIZE_MIB + 64))
-
-PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 mkdir -p "$WORK/www"
-cat >"$WORK/nginx.conf" <<EOF
-daemon off;
-master_process off;
-worker_processes 1;
-pid $WORK/nginx.pid;
-error_log $WORK/error.log warn;
-events { worker_connections 256; }
-http {
-  access_log off;
-  client_body_temp_path $WORK/client_body;
-  proxy_temp_path $WORK/proxy;
-  fastcgi_temp_path $WORK/fastcgi;
-  uwsgi_temp_path $WORK/uwsgi;
-  scgi_temp_path $WORK/scgi;
-  default_type application/octet-stream;
-  sendfile on;
-  keepalive_requests 1000000;
-  server { listen 127.0.0.1:$PORT; root $WORK/www; }
-}
-EOF
-"$NGINX" -e "$WORK/error.log" -p "$WORK/" -c "$WORK/nginx.conf" &
-NGINX_PID=$!
-for _ in $(seq 100); do
-  curl -s -o /dev/null "http://127.0.0.1:$PORT/" && break
-  sleep 0.05
-done
-kill -0 "$NGINX_PID" 2>/dev/null || die "nginx did not start: $(cat "$WORK/error.log")"
+bench_nginx_start "$WORK/www"
 
 # --- the file ----------------------------------------------------------------------
 # One small tensor, then "big" (SIZE bytes of non-zero pseudo-random data, a
@@ -172,7 +137,7 @@ PY
 # --- run ------------------------------------------------------------------------------------
 SIZE=$((SIZE_MIB * 1024 * 1024))
 FILE="$WORK/www/model.safetensors"
-URL="http://127.0.0.1:$PORT/model.safetensors"
+URL="$NGINX_URL/model.safetensors"
 
 echo "stfs remote benchmark — $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "machine: $(nproc) CPUs ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo) RAM, kernel $(uname -r); $($NGINX -v 2>&1 | sed 's/.*: //') on 127.0.0.1; $(curl --version | head -1 | cut -d' ' -f1-2)"
