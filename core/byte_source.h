@@ -12,11 +12,25 @@
 #include <ctime>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "core/status.h"
 
 namespace stfs {
+
+// What the reader knows about a read, so that a source can fetch well.
+struct ReadHint {
+  uint64_t stream = 0;          // the open file reading (0: unknown); read-ahead is tracked per stream
+  uint64_t fence = UINT64_MAX;  // source offset the file's bytes end at: never read ahead past it
+};
+
+// One piece of a gathered read: `length` source bytes at `offset` into `dst`.
+struct ByteRun {
+  uint64_t offset;
+  size_t length;
+  char* dst;
+};
 
 class ByteSource {
  public:
@@ -29,6 +43,13 @@ class ByteSource {
   // read. Fewer than `length` only when the range crosses Size(); 0 at or past
   // the end. Safe for concurrent use.
   virtual StatusOr<size_t> ReadAt(uint64_t offset, size_t length, char* dst) const = 0;
+
+  // Reads every run exactly (each must lie within Size(), else an error naming
+  // the source), in any order, possibly in parallel. A source that can fetch
+  // several runs in one request or at once (a remote one) does so; on an
+  // error some dst bytes may have been written, but the caller gets the
+  // Status. Default: ReadExactly of each in turn.
+  virtual Status ReadRuns(std::span<const ByteRun> runs, const ReadHint& hint) const;
 
   // Total size in bytes, fixed for the life of the source.
   virtual uint64_t Size() const = 0;
@@ -56,6 +77,11 @@ class ByteSource {
 // Reads exactly `length` bytes at `offset`, failing with Corruption/IOError
 // naming the source when fewer are available.
 Status ReadExactly(const ByteSource& source, uint64_t offset, size_t length, char* dst);
+// The same with what the reader knows: ReadRuns of one run.
+Status ReadExactly(const ByteSource& source, uint64_t offset, size_t length, char* dst, const ReadHint& hint);
+
+// An IOError naming the source unless [offset, +length) lies within its Size().
+Status CheckRunInside(const ByteSource& source, uint64_t offset, size_t length);
 
 // Opens a local file for positional reads (pread, never mmap).
 StatusOr<std::unique_ptr<ByteSource>> OpenLocalFile(const std::string& path);

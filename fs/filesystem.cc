@@ -401,6 +401,7 @@ StatusOr<std::vector<DirEntry>> Filesystem::ReadDir(InodeId ino) const {
 StatusOr<FileHandle> Filesystem::Open(InodeId ino) const {
   FileHandle file;
   file.ino = ino;
+  file.stream = next_stream_.fetch_add(1, std::memory_order_relaxed);
   if (IsSliceInode(ino)) {
     SliceRole role;
     ASSIGN_OR_RETURN(file.view, FindSlice(ino, &role));
@@ -430,13 +431,14 @@ StatusOr<SourceWindow> Filesystem::DataWindow(InodeId ino, uint64_t offset, size
 
 StatusOr<size_t> Filesystem::Read(InodeId ino, uint64_t offset, size_t length, char* dst) const {
   ASSIGN_OR_RETURN(FileHandle file, Open(ino));
+  file.stream = 0;  // one read is no stream: it must not count as a new sequential reader
   return Read(file, offset, length, dst);
 }
 
 StatusOr<size_t> Filesystem::Read(const FileHandle& file, uint64_t offset, size_t length, char* dst) const {
   if (file.view != nullptr) {
     const auto role = static_cast<SliceRole>((file.ino - file.view->first_ino) % SliceViewCache::kInodesPerView);
-    return ReadSliceFile(*file.view, role, offset, length, dst);
+    return ReadSliceFile(*file.view, role, offset, length, dst, file.stream);
   }
   const Node* node = Find(file.ino);
   if (node == nullptr) return NoInode(file.ino);
@@ -461,17 +463,20 @@ StatusOr<size_t> Filesystem::Read(const FileHandle& file, uint64_t offset, size_
       const InodeId data_ino = file.ino - 1;  // data is made just before data.npy
       return ReadNpy(npy_header, t.byte_size(), offset, length, dst,
                      [&](uint64_t data_offset, size_t data_length, char* out) {
-                       return ReadTensorData(data_ino, data_offset, data_length, out);
+                       return ReadTensorData(data_ino, data_offset, data_length, out, file.stream);
                      });
     }
   }
-  return ReadTensorData(file.ino, offset, length, dst);
+  return ReadTensorData(file.ino, offset, length, dst, file.stream);
 }
 
-StatusOr<size_t> Filesystem::ReadTensorData(InodeId data_ino, uint64_t offset, size_t length, char* dst) const {
+StatusOr<size_t> Filesystem::ReadTensorData(InodeId data_ino, uint64_t offset, size_t length, char* dst,
+                                            uint64_t stream) const {
   ASSIGN_OR_RETURN(SourceWindow window, DataWindow(data_ino, offset, length));
   if (window.length == 0) return size_t{0};
-  Status status = ReadExactly(*window.source, window.offset, window.length, dst);
+  const CatalogueTensor& tensor = catalogue_.tensors()[Find(data_ino)->tensor_index];
+  const ReadHint hint{stream, catalogue_.FileOffset(tensor) + tensor.info.byte_size()};
+  Status status = ReadExactly(*window.source, window.offset, window.length, dst, hint);
   if (!status.ok()) {
     CountReadError();
     return status;

@@ -126,6 +126,9 @@ class DirListing {
 struct FileHandle {
   InodeId ino = 0;
   std::shared_ptr<const SliceView> view;
+  // Unique per Open (never 0): the source tracks read-ahead per stream
+  // (ReadHint::stream), as the kernel does per open file.
+  uint64_t stream = 0;
 };
 
 class Filesystem {
@@ -156,7 +159,7 @@ class Filesystem {
   // Reads up to `length` bytes at `offset` of an open file into `dst`;
   // returns the count, 0 at or past the end.
   StatusOr<size_t> Read(const FileHandle& file, uint64_t offset, size_t length, char* dst) const;
-  // Open + Read, for callers without a handle.
+  // Open + Read, for callers without a handle: reads as stream 0 (unknown).
   StatusOr<size_t> Read(InodeId ino, uint64_t offset, size_t length, char* dst) const;
   // For a tensor's `data` file, returns the source window a read maps to;
   // for other files an InvalidArgument.
@@ -266,9 +269,11 @@ class Filesystem {
   // (not only `slices/`) gets bounded, canonical views from here.
   std::shared_ptr<const SliceView> ViewOf(InodeId parent_dir, size_t tensor_index, SlicePlan plan) const;
   // Reads a tensor's `data` (node `data_ino`) from its shard.
-  StatusOr<size_t> ReadTensorData(InodeId data_ino, uint64_t offset, size_t length, char* dst) const;
-  StatusOr<size_t> ReadSliceFile(const SliceView& view, SliceRole role, uint64_t offset, size_t length,
-                                 char* dst) const;
+  // `stream` is the reading FileHandle's (ReadHint::stream).
+  StatusOr<size_t> ReadTensorData(InodeId data_ino, uint64_t offset, size_t length, char* dst,
+                                  uint64_t stream) const;
+  StatusOr<size_t> ReadSliceFile(const SliceView& view, SliceRole role, uint64_t offset, size_t length, char* dst,
+                                 uint64_t stream) const;
 
   Catalogue catalogue_;
   timespec mtime_{0, 0};
@@ -300,6 +305,7 @@ class Filesystem {
   // Numbered from nodes_.size() + 1; made once the static tree is complete.
   std::unique_ptr<SliceViewCache> slice_views_;
 
+  mutable std::atomic<uint64_t> next_stream_{1};
   mutable std::atomic<uint64_t> reads_{0};
   mutable std::atomic<uint64_t> bytes_read_{0};
   mutable std::atomic<uint64_t> read_errors_{0};

@@ -83,7 +83,7 @@ StatusOr<size_t> Filesystem::ReadNpy(const std::string& npy_header, uint64_t dat
 }
 
 StatusOr<size_t> Filesystem::ReadSliceFile(const SliceView& view, SliceRole role, uint64_t offset, size_t length,
-                                           char* dst) const {
+                                           char* dst, uint64_t stream) const {
   switch (role) {
     case SliceRole::kDir: return Status::InvalidArgument("is a directory");
     case SliceRole::kDtype: return CopyContent(std::string(DTypeName(view.plan.dtype)) + "\n", offset, length, dst);
@@ -93,13 +93,15 @@ StatusOr<size_t> Filesystem::ReadSliceFile(const SliceView& view, SliceRole role
       ASSIGN_OR_RETURN(std::string npy_header, EncodeNpyHeader(view.plan.dtype, view.plan.result_shape));
       return ReadNpy(npy_header, view.plan.result_bytes, offset, length, dst,
                      [&](uint64_t data_offset, size_t data_length, char* out) {
-                       return ReadSliceFile(view, SliceRole::kData, data_offset, data_length, out);
+                       return ReadSliceFile(view, SliceRole::kData, data_offset, data_length, out, stream);
                      });
     }
   }
   const CatalogueTensor& tensor = catalogue_.tensors()[view.tensor_index];
-  StatusOr<size_t> n = ReadSliceRange(*catalogue_.ShardOf(tensor).source, catalogue_.FileOffset(tensor), view.plan,
-                                      offset, length, dst);
+  const uint64_t tensor_start = catalogue_.FileOffset(tensor);
+  const ReadHint hint{stream, SliceSourceEnd(tensor_start, view.plan)};
+  StatusOr<size_t> n =
+      ReadSliceRange(*catalogue_.ShardOf(tensor).source, tensor_start, view.plan, offset, length, dst, hint);
   if (!n.ok()) {
     CountReadError();
     return n.status();

@@ -50,7 +50,7 @@ TEST(SliceReader, RandomRangesMatchConcatenatedWindows) {
       uint64_t off = expected.empty() ? 0 : rng() % (expected.size() + 2);
       size_t len = 1 + rng() % (expected.size() + 8);
       std::string got(len, '\0');
-      auto n = ReadSliceRange(**source, tensor_start, *plan, off, len, got.data());
+      auto n = ReadSliceRange(**source, tensor_start, *plan, off, len, got.data(), ReadHint{});
       ASSERT_TRUE(n.ok()) << n.status().ToString();
       size_t want = off >= expected.size() ? 0 : std::min<size_t>(len, expected.size() - off);
       ASSERT_EQ(*n, want);
@@ -72,14 +72,14 @@ TEST(SliceReader, ColumnShardOfLargeMatrixUsesBoundedMemoryAndIsExact) {
   auto plan = PlanSlice(DType::U16, {rows, cols}, *items);
   ASSERT_TRUE(plan.ok());
   std::string got(plan->result_bytes, '\0');
-  auto n = ReadSliceRange(**source, 0, *plan, 0, got.size(), got.data());
+  auto n = ReadSliceRange(**source, 0, *plan, 0, got.size(), got.data(), ReadHint{});
   ASSERT_TRUE(n.ok());
   for (uint64_t r = 0; r < rows; ++r) {
     ASSERT_EQ(got.substr(r * 128, 128), bytes.substr(r * cols * 2 + 448 * 2, 128)) << "row " << r;
   }
 }
 
-// Counts the bytes a reader asks of a string.
+// Counts the bytes and runs a reader asks of a string, and keeps the hints.
 class CountingSource : public ByteSource {
  public:
   explicit CountingSource(std::string bytes) : bytes_(std::move(bytes)) {}
@@ -89,31 +89,89 @@ class CountingSource : public ByteSource {
     asked_ += n;
     return n;
   }
+  Status ReadRuns(std::span<const ByteRun> runs, const ReadHint& hint) const override {
+    largest_batch_ = std::max(largest_batch_, runs.size());
+    for (const ByteRun& run : runs) {
+      if (run.offset + run.length > hint.fence) past_fence_ = true;
+    }
+    last_hint_ = hint;
+    return ByteSource::ReadRuns(runs, hint);
+  }
   uint64_t Size() const override { return bytes_.size(); }
   const std::string& Describe() const override { return name_; }
   uint64_t asked() const { return asked_; }
+  size_t largest_batch() const { return largest_batch_; }
+  bool past_fence() const { return past_fence_; }
+  const ReadHint& last_hint() const { return last_hint_; }
 
  private:
   std::string bytes_, name_ = "counting";
   mutable uint64_t asked_ = 0;
+  mutable size_t largest_batch_ = 0;
+  mutable bool past_fence_ = false;
+  mutable ReadHint last_hint_;
 };
 
-TEST(SliceReader, WideGapsAreLeftUnreadAndNarrowOnesGathered) {
-  const uint64_t rows = 256, cols = 4096;  // F32 rows of 16 KiB
-  std::string bytes = testing::RandomBytes(rows * cols * 4);
-  auto check = [&](const char* spec, double most_overread) {
+TEST(SliceReader, HandsTheSourceExactlyTheRunsInBoundedBatchesWithinTheFence) {
+  const uint64_t rows = 8192, cols = 256;  // F32 rows of 1 KiB
+  std::string bytes = testing::RandomBytes(rows * cols * 4 + 100);
+  for (const char* spec : {":, 64:128", ":, ::2", "100:300", "::3, 7"}) {
     SCOPED_TRACE(spec);
     CountingSource source(bytes);
     auto plan = PlanSlice(DType::F32, {rows, cols}, *ParseSliceSpec(spec));
     ASSERT_TRUE(plan.ok());
+    const uint64_t fence = SliceSourceEnd(100, *plan);
+    std::string expected;
+    uint64_t last_end = 0;
+    for (const ByteWindow& w : plan->Windows()) {
+      expected += bytes.substr(100 + w.offset, w.length);
+      last_end = 100 + w.offset + w.length;
+    }
+    EXPECT_EQ(fence, last_end);
     std::string got(plan->result_bytes, '\0');
     for (uint64_t off = 0; off < got.size(); off += 1 << 20) {
-      ASSERT_TRUE(ReadSliceRange(source, 0, *plan, off, std::min<uint64_t>(1 << 20, got.size() - off), got.data() + off).ok());
+      const ReadHint hint{7, fence};
+      ASSERT_TRUE(
+          ReadSliceRange(source, 100, *plan, off, std::min<uint64_t>(1 << 20, got.size() - off), got.data() + off, hint)
+              .ok());
     }
-    EXPECT_LE(static_cast<double>(source.asked()), most_overread * static_cast<double>(got.size()));
-  };
-  check(":, 1024:1536", 1.1);  // 2 KiB runs, 14 KiB gaps: only the runs are read
-  check(":, ::2", 2.01);       // 4-byte runs, 4-byte gaps: gathered (one read per span)
+    EXPECT_EQ(got, expected);
+    EXPECT_EQ(source.asked(), got.size());  // the default ReadRuns reads each run, no gap
+    EXPECT_LE(source.largest_batch(), 4096u);
+    EXPECT_FALSE(source.past_fence());
+    EXPECT_EQ(source.last_hint().stream, 7u);
+    EXPECT_EQ(source.last_hint().fence, fence);
+  }
+}
+
+TEST(LocalFileSource, ReadRunsIsExactForAnyRunSetAndRefusesRunsPastTheEnd) {
+  testing::TempDir dir;
+  std::string bytes = testing::RandomBytes(1 << 20);
+  auto source = OpenLocalFile(dir.Write("m", bytes));
+  ASSERT_TRUE(source.ok());
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  for (int iter = 0; iter < 300; ++iter) {
+    std::vector<ByteRun> runs;
+    std::vector<std::string> got(1 + rng() % 50);
+    uint64_t at = rng() % 4096;
+    for (std::string& g : got) {
+      const uint64_t length = rng() % 3 == 0 ? 1 + rng() % 16 : 1 + rng() % 9000;
+      if (at + length > bytes.size()) break;
+      g.assign(length, '\0');
+      runs.push_back(ByteRun{at, length, g.data()});
+      at += length + (rng() % 2 ? rng() % 64 : rng() % 20000);
+    }
+    if (rng() % 4 == 0) std::shuffle(runs.begin(), runs.end(), rng);
+    ASSERT_TRUE((*source)->ReadRuns(runs, ReadHint{}).ok());
+    for (const ByteRun& run : runs) ASSERT_EQ(std::string(run.dst, run.length), bytes.substr(run.offset, run.length));
+  }
+  char byte;
+  const ByteRun past_end{bytes.size(), 1, &byte};
+  Status past = (*source)->ReadRuns(std::span<const ByteRun>(&past_end, 1), ReadHint{});
+  EXPECT_FALSE(past.ok());
+  EXPECT_NE(past.message().find(dir.path()), std::string::npos) << past.ToString();
 }
 
 TEST(SliceReader, ShortSourceIsAnError) {
@@ -123,7 +181,7 @@ TEST(SliceReader, ShortSourceIsAnError) {
   auto plan = PlanSlice(DType::U8, {10, 20}, {});
   ASSERT_TRUE(plan.ok());
   std::string got(200, '\0');
-  EXPECT_FALSE(ReadSliceRange(**source, 0, *plan, 0, 200, got.data()).ok());
+  EXPECT_FALSE(ReadSliceRange(**source, 0, *plan, 0, 200, got.data(), ReadHint{}).ok());
 }
 
 }  // namespace

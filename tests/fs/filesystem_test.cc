@@ -8,6 +8,9 @@
 
 #include <atomic>
 #include <map>
+#include <mutex>
+#include <span>
+#include <utility>
 #include <random>
 #include <thread>
 
@@ -319,6 +322,110 @@ TEST_F(FilesystemTest, SliceViewRefusesBadIndexWithInvalidArgument) {
   EXPECT_EQ((*fs)->Lookup(slices, "0,0,0").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ((*fs)->Lookup(slices, "::0").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ((*fs)->Lookup(slices, "abc").status().code(), StatusCode::kInvalidArgument);
+}
+
+// Forwards to a local file and keeps the hint of every ReadRuns.
+class HintRecordingSource : public ByteSource {
+ public:
+  explicit HintRecordingSource(std::unique_ptr<ByteSource> inner) : inner_(std::move(inner)) {}
+  StatusOr<size_t> ReadAt(uint64_t offset, size_t length, char* dst) const override {
+    return inner_->ReadAt(offset, length, dst);
+  }
+  Status ReadRuns(std::span<const ByteRun> runs, const ReadHint& hint) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    hints_.push_back(hint);
+    for (const ByteRun& run : runs) last_run_end_ = std::max(last_run_end_, run.offset + run.length);
+    return inner_->ReadRuns(runs, hint);
+  }
+  uint64_t Size() const override { return inner_->Size(); }
+  const std::string& Describe() const override { return inner_->Describe(); }
+  // Returns the hints since the last call and forgets them and the runs' end.
+  std::vector<ReadHint> TakeHints() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_run_end_ = 0;
+    return std::exchange(hints_, {});
+  }
+  uint64_t last_run_end() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_run_end_;
+  }
+
+ private:
+  std::unique_ptr<ByteSource> inner_;
+  mutable std::mutex mu_;
+  mutable std::vector<ReadHint> hints_;
+  mutable uint64_t last_run_end_ = 0;
+};
+
+TEST_F(FilesystemTest, ReadsTellTheSourceTheirStreamAndFence) {
+  std::vector<TestTensor> t = {{"a", DType::U8, {64}, ""}, {"m", DType::U16, {16, 32}, ""}, {"z", DType::U8, {50}, ""}};
+  file_ = BuildSafetensors(t, "");
+  auto local = OpenLocalFile(dir_.Write("m.safetensors", file_));
+  ASSERT_TRUE(local.ok());
+  auto header = ReadHeader(**local);
+  ASSERT_TRUE(header.ok());
+  auto recording = std::make_unique<HintRecordingSource>(std::move(*local));
+  const HintRecordingSource* source = recording.get();
+  auto created = Filesystem::Create(std::move(recording), std::move(*header));
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  const Filesystem& fs = **created;
+  const CatalogueTensor& m = fs.catalogue().tensors()[1];
+  ASSERT_EQ(m.info.name, "m");
+  const uint64_t m_start = fs.catalogue().FileOffset(m);
+  const uint64_t m_end = m_start + m.info.byte_size();
+  auto dir = fs.Lookup(kRootInode, "m");
+  ASSERT_TRUE(dir.ok());
+  std::string buf(4096, '\0');
+
+  // data and data.npy: the handle's stream, fenced at the tensor's end.
+  for (const char* name : {"data", "data.npy"}) {
+    SCOPED_TRACE(name);
+    auto ino = fs.Lookup(dir->ino, name);
+    ASSERT_TRUE(ino.ok());
+    auto first = fs.Open(ino->ino), second = fs.Open(ino->ino);
+    ASSERT_TRUE(first.ok() && second.ok());
+    EXPECT_NE(first->stream, 0u);
+    EXPECT_NE(first->stream, second->stream);
+    source->TakeHints();
+    ASSERT_TRUE(fs.Read(*first, 0, buf.size(), buf.data()).ok());
+    ASSERT_TRUE(fs.Read(ino->ino, 0, buf.size(), buf.data()).ok());
+    std::vector<ReadHint> hints = source->TakeHints();
+    ASSERT_EQ(hints.size(), 2u);
+    EXPECT_EQ(hints[0].stream, first->stream);
+    EXPECT_EQ(hints[0].fence, m_end);
+    EXPECT_EQ(hints[1].stream, 0u);  // a read without a handle is no stream
+    EXPECT_EQ(hints[1].fence, m_end);
+  }
+
+  // A slice view and a column part: fenced at the end of their last run.
+  auto parts = fs.Lookup(dir->ino, "parts");
+  ASSERT_TRUE(parts.ok());
+  auto world = fs.Lookup(parts->ino, "4");
+  ASSERT_TRUE(world.ok());
+  auto part = fs.Lookup(world->ino, "1@1");
+  auto slices = fs.Lookup(dir->ino, "slices");
+  ASSERT_TRUE(part.ok() && slices.ok());
+  auto slice = fs.Lookup(slices->ino, "2:5, 3:9");
+  ASSERT_TRUE(slice.ok());
+  for (InodeId view_dir : {part->ino, slice->ino}) {
+    auto data = fs.Lookup(view_dir, "data");
+    ASSERT_TRUE(data.ok());
+    auto file = fs.Open(data->ino);
+    ASSERT_TRUE(file.ok());
+    source->TakeHints();
+    auto n = fs.Read(*file, 0, buf.size(), buf.data());
+    ASSERT_TRUE(n.ok());
+    EXPECT_EQ(*n, data->size);
+    const uint64_t last_run_end = source->last_run_end();
+    std::vector<ReadHint> hints = source->TakeHints();
+    ASSERT_EQ(hints.size(), 1u);
+    EXPECT_EQ(hints[0].stream, file->stream);
+    EXPECT_EQ(hints[0].fence, last_run_end);
+    EXPECT_LT(hints[0].fence, m_end);
+    // parts/4/1@1 of [16, 32] U16: columns 8..15, the last row's end at column 16;
+    // slices/2:5, 3:9: row 4's end at column 9.
+    EXPECT_EQ(hints[0].fence, view_dir == part->ino ? m_start + 15 * 64 + 16 * 2 : m_start + 4 * 64 + 9 * 2);
+  }
 }
 
 }  // namespace
