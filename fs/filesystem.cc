@@ -485,6 +485,24 @@ StatusOr<size_t> Filesystem::ReadTensorData(InodeId data_ino, uint64_t offset, s
   return window.length;
 }
 
+StatusOr<PinnedBytes> Filesystem::LendData(InodeId ino, uint64_t offset, size_t length) const {
+  ASSIGN_OR_RETURN(SourceWindow window, DataWindow(ino, offset, length));
+  const auto* lender = dynamic_cast<const PinnedReadable*>(window.source);
+  if (lender == nullptr) return Status::NotSupported("the source lends no memory");
+  if (window.length == 0) return PinnedBytes();
+  StatusOr<PinnedBytes> bytes = lender->ReadPinned(window.offset, window.length);
+  if (!bytes.ok()) {
+    CountReadError();
+    return bytes;
+  }
+  if (bytes->size() != window.length) {
+    CountReadError();
+    return Status::IOError(window.source->Describe() + ": short read of tensor data");
+  }
+  CountRead(window.length);
+  return bytes;
+}
+
 void Filesystem::Remember(InodeId ino) const {
   if (IsSliceInode(ino)) slice_views_->Remember(ino);
 }

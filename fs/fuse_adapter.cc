@@ -23,6 +23,7 @@
 #include <pthread.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -291,6 +292,30 @@ bool TrySpliceReply(fuse_req_t req, const Context& ctx, fuse_ino_t ino, size_t s
   return true;
 }
 
+// Answers a `data` read with the source's own memory (a remote source's
+// cache blocks, pinned until the reply is written): one copy fewer than
+// copying into a reply buffer. Returns false (nothing replied) when the
+// source does not lend memory or this is not a data file.
+bool TryLentReply(fuse_req_t req, const Context& ctx, fuse_ino_t ino, size_t size, off_t off) {
+  StatusOr<PinnedBytes> lent = ctx.fs->LendData(ino, static_cast<uint64_t>(off), size);
+  if (!lent.ok()) {
+    const StatusCode code = lent.status().code();
+    if (code == StatusCode::kNotSupported || code == StatusCode::kInvalidArgument) return false;
+    LogReadError(ino, off, lent.status().message());
+    ReplyStatus(req, lent.status());
+    return true;
+  }
+  thread_local std::vector<iovec> iov;
+  iov.clear();
+  for (const PinnedSpan& span : lent->spans()) iov.push_back({const_cast<char*>(span.data), span.length});
+  if (iov.empty()) {
+    fuse_reply_buf(req, nullptr, 0);
+  } else {
+    fuse_reply_iov(req, iov.data(), static_cast<int>(iov.size()));
+  }
+  return true;  // `lent` unpins the blocks now that the reply is written
+}
+
 void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
   Guarded(req, [&] {
     Context& ctx = Ctx(req);
@@ -300,6 +325,7 @@ void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
         TrySpliceReply(req, ctx, ino, size, off)) {
       return;
     }
+    if (handle == nullptr && TryLentReply(req, ctx, ino, size, off)) return;
     std::vector<char>& buffer = ThreadBuffer(size);
     StatusOr<size_t> n = handle != nullptr ? ctx.fs->Read(*handle, static_cast<uint64_t>(off), size, buffer.data())
                                            : ctx.fs->Read(ino, static_cast<uint64_t>(off), size, buffer.data());

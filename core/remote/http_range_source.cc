@@ -106,8 +106,29 @@ void HttpRangeSource::Shutdown() {
 
 StatusOr<size_t> HttpRangeSource::ReadAt(uint64_t offset, size_t length, char* dst) const {
   if (offset >= size_ || length == 0) return size_t{0};
-  if (cancel_.load()) return ShutDownError();
   length = static_cast<size_t>(std::min<uint64_t>(length, size_ - offset));
+  RETURN_IF_ERROR(Read(offset, length, dst, nullptr));
+  return length;
+}
+
+StatusOr<PinnedBytes> HttpRangeSource::ReadPinned(uint64_t offset, size_t length) const {
+  PinnedBytes bytes;
+  if (offset >= size_ || length == 0) return bytes;
+  length = static_cast<size_t>(std::min<uint64_t>(length, size_ - offset));
+  if (offset < std::max<uint64_t>(prefix_.size(), header_end_)) {
+    // Header bytes are never in cache blocks: copy them.
+    char* buffer = bytes.OwnBuffer(length);
+    RETURN_IF_ERROR(Read(offset, length, buffer, nullptr));
+    bytes.Add(buffer, length);
+    return bytes;
+  }
+  RETURN_IF_ERROR(Read(offset, length, nullptr, &bytes));
+  return bytes;
+}
+
+Status HttpRangeSource::Read(uint64_t offset, size_t length, char* dst,
+                             PinnedBytes* pinned) const {
+  if (cancel_.load()) return ShutDownError();
   reads_.fetch_add(1, std::memory_order_relaxed);
   const Deadline deadline = fetcher_->DeadlineFromNow();
   const uint64_t end = offset + length;
@@ -126,18 +147,18 @@ StatusOr<size_t> HttpRangeSource::ReadAt(uint64_t offset, size_t length, char* d
       LearnTensorEnds(std::string_view(dst, length));
     }
   } else {
-    status = ReadThroughCache(offset, length, dst, deadline);
+    status = ReadThroughCache(offset, length, dst, pinned, deadline);
   }
   if (!status.ok()) {
     read_errors_.fetch_add(1, std::memory_order_relaxed);
     return status;
   }
   bytes_read_.fetch_add(length, std::memory_order_relaxed);
-  return length;
+  return Status::OK();
 }
 
 Status HttpRangeSource::ReadThroughCache(uint64_t offset, size_t length, char* dst,
-                                         Deadline deadline) const {
+                                         PinnedBytes* pinned, Deadline deadline) const {
   const uint64_t end = offset + length;
   const uint64_t first = offset / block_size_;
   const uint64_t last = (end - 1) / block_size_;
@@ -187,6 +208,14 @@ Status HttpRangeSource::ReadThroughCache(uint64_t offset, size_t length, char* d
       touched.push_back(std::move(t));
     }
     ScheduleReadahead(position, offset, length, last);
+    // A pinned read lends the blocks; bytes fetched past the cache need a
+    // buffer of its own, and then the whole read is copied into that.
+    if (pinned != nullptr &&
+        std::any_of(touched.begin(), touched.end(), [](const Touched& t) { return !t.block; })) {
+      dst = pinned->OwnBuffer(length);
+      pinned->Add(dst, length);
+      pinned = nullptr;
+    }
 
     // Fetch what this read created (one request per run of consecutive
     // blocks) and what had no room (one request per run, into dst).
@@ -220,7 +249,12 @@ Status HttpRangeSource::ReadThroughCache(uint64_t offset, size_t length, char* d
       status = cache_->Wait(t.block, deadline, &cancel_);
       if (!status.ok()) break;
       const CachedBlock& block = *t.block;
-      std::memcpy(dst + (t.from - offset), block.data.get() + (t.from - block.offset), t.to - t.from);
+      const char* bytes = block.data.get() + (t.from - block.offset);
+      if (pinned != nullptr) {
+        pinned->Add(bytes, t.to - t.from);
+      } else {
+        std::memcpy(dst + (t.from - offset), bytes, t.to - t.from);
+      }
       // Past the end of a block, a sequential reader is done with the block
       // before it (one block of lag: FUSE threads deliver a scan's reads a
       // little out of order, and a straggler must not find its block gone).
@@ -235,6 +269,7 @@ Status HttpRangeSource::ReadThroughCache(uint64_t offset, size_t length, char* d
   // Whatever happened above, every block this read created is completed (a
   // no-op when it already was) and every pin released: no other reader may
   // wait for ever on a block this read abandoned.
+  std::vector<std::shared_ptr<CachedBlock>> lent;
   for (const Touched& t : touched) {
     if (!t.block) continue;
     if (t.mine) {
@@ -242,7 +277,16 @@ Status HttpRangeSource::ReadThroughCache(uint64_t offset, size_t length, char* d
                                                               ": read abandoned")
                                             : status);
     }
-    cache_->Release(t.block);
+    if (pinned != nullptr && status.ok()) {
+      lent.push_back(t.block);  // released when the caller drops `pinned`
+    } else {
+      cache_->Release(t.block);
+    }
+  }
+  if (!lent.empty()) {
+    pinned->SetRelease([cache = cache_, lent = std::move(lent)] {
+      for (const auto& block : lent) cache->Release(block);
+    });
   }
   return status;
 }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/byte_source.h"
+#include "core/pinned_read.h"
 #include "core/remote/block_cache.h"
 #include "core/remote/range_fetcher.h"
 #include "core/remote/read_pattern.h"
@@ -31,7 +32,7 @@ namespace stfs {
 // Bytes asked for by the first request (format.md "Remote headers").
 inline constexpr uint64_t kProbeBytes = 100'000;
 
-class HttpRangeSource final : public ByteSource {
+class HttpRangeSource final : public ByteSource, public PinnedReadable {
  public:
   // `prefix` is what fetcher->Probe returned.
   HttpRangeSource(std::unique_ptr<RangeFetcher> fetcher, std::string prefix,
@@ -39,6 +40,8 @@ class HttpRangeSource final : public ByteSource {
   ~HttpRangeSource() override;
 
   StatusOr<size_t> ReadAt(uint64_t offset, size_t length, char* dst) const override;
+  // Cached bytes come as spans of pinned cache blocks (no copy).
+  StatusOr<PinnedBytes> ReadPinned(uint64_t offset, size_t length) const override;
   uint64_t Size() const override { return size_; }
   const std::string& Describe() const override { return fetcher_->describe(); }
   timespec ModificationTime() const override { return fetcher_->identity().mtime; }
@@ -52,7 +55,11 @@ class HttpRangeSource final : public ByteSource {
     Deadline deadline;  // from when it was queued: a reader waiting on it waits no longer
   };
 
-  Status ReadThroughCache(uint64_t offset, size_t length, char* dst, Deadline deadline) const;
+  // Reads [offset, offset+length) (inside the object) into `dst`, or, when
+  // `pinned` is given, lends cache blocks to it (dst is then unused).
+  Status Read(uint64_t offset, size_t length, char* dst, PinnedBytes* pinned) const;
+  Status ReadThroughCache(uint64_t offset, size_t length, char* dst, PinnedBytes* pinned,
+                          Deadline deadline) const;
   // Fetches consecutive blocks with one request and completes each (ready
   // or failed, also when something throws).
   Status FetchBlocks(const std::vector<std::shared_ptr<CachedBlock>>& run,
