@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "core/header.h"
+#include "core/pinned_read.h"
 #include "tests/remote/remote_test_util.h"
 
 namespace stfs {
@@ -25,7 +26,18 @@ using testing::LoggedRequest;
 using testing::ParseRangeHeader;
 using testing::TestTensor;
 
-class RemoteSource : public testing::NginxTest {};
+class RemoteSource : public testing::NginxTest {
+ protected:
+  // Serves `file` as NAME and opens it with room for four 1 MiB blocks and
+  // no read-ahead, so that a few reads evict.
+  std::unique_ptr<ByteSource> OpenWithSmallCache(const std::string& name, const std::string& file) {
+    root_.Write(name, file);
+    RemoteOptions options = TestOptions();
+    options.cache_size = 4 << 20;
+    options.readahead = 0;
+    return Open(nginx_->Url("/" + name), options);
+  }
+};
 
 TEST_F(RemoteSource, SmallHeaderCostsOneRequest) {
   std::vector<TestTensor> tensors;
@@ -236,11 +248,7 @@ TEST_F(RemoteSource, ReadersOfOneBlockShareOneFetch) {
 
 TEST_F(RemoteSource, CachedBytesAreNotFetchedAgainUntilEvicted) {
   std::string file = FileWithTensorSizes({12 << 20});
-  root_.Write("e.safetensors", file);
-  RemoteOptions options = TestOptions();
-  options.cache_size = 4 << 20;
-  options.readahead = 0;
-  auto source = Open(nginx_->Url("/e.safetensors"), options);
+  auto source = OpenWithSmallCache("e.safetensors", file);
   ASSERT_NE(source, nullptr);
   nginx_->ClearLog();
   ASSERT_EQ(CheckRead(*source, file, 1 << 20, 100), "");
@@ -252,6 +260,44 @@ TEST_F(RemoteSource, CachedBytesAreNotFetchedAgainUntilEvicted) {
   EXPECT_GT(stats["evictions"].get<uint64_t>(), 0u);
   ASSERT_EQ(CheckRead(*source, file, 1 << 20, 100), "");  // evicted: fetched again
   EXPECT_EQ(Logged().size(), 9u);
+}
+
+TEST_F(RemoteSource, PinnedReadsLendCacheBlocksUntilDropped) {
+  std::string file = FileWithTensorSizes({12 << 20});
+  auto source = OpenWithSmallCache("p.safetensors", file);
+  ASSERT_NE(source, nullptr);
+  const auto* lender = dynamic_cast<const PinnedReadable*>(source.get());
+  ASSERT_NE(lender, nullptr);
+  auto joined = [](const PinnedBytes& bytes) {
+    std::string out;
+    for (const PinnedSpan& span : bytes.spans()) out.append(span.data, span.length);
+    return out;
+  };
+  // Across blocks 1 and 2, short enough to go through the cache (a large
+  // read starting no stream fetches exactly its bytes, past the cache).
+  const uint64_t offset = (2 << 20) - 50000;
+  const size_t length = 100000;
+  StatusOr<PinnedBytes> lent = lender->ReadPinned(offset, length);
+  ASSERT_TRUE(lent.ok()) << lent.status().ToString();
+  EXPECT_EQ(lent->spans().size(), 2u);  // the two blocks' own memory, not a copy
+  ASSERT_EQ(joined(*lent), file.substr(offset, length));
+  // Cycle every other block through the cache: the lent ones stay put.
+  for (int b = 3; b < 12; ++b) ASSERT_EQ(CheckRead(*source, file, uint64_t(b) << 20, 10), "");
+  EXPECT_EQ(joined(*lent), file.substr(offset, length));
+  nlohmann::json stats = nlohmann::json::parse(source->StatsJson());
+  EXPECT_LE(stats["cache_bytes"].get<uint64_t>() + stats["cache_other_bytes"].get<uint64_t>(),
+            4u << 20);
+  // Dropped, they are unpinned: evicted like any block, so fetched again.
+  lent = PinnedBytes();
+  for (int b = 3; b < 12; ++b) ASSERT_EQ(CheckRead(*source, file, uint64_t(b) << 20, 10), "");
+  nginx_->ClearLog();
+  ASSERT_EQ(CheckRead(*source, file, 1 << 20, 10), "");
+  ASSERT_EQ(Logged().size(), 1u);
+  EXPECT_EQ(Logged()[0].range, "bytes=1048576-2097151");
+  // Header bytes are never in blocks: lent as a copy, still exact.
+  StatusOr<PinnedBytes> head = lender->ReadPinned(0, 64);
+  ASSERT_TRUE(head.ok());
+  EXPECT_EQ(joined(*head), file.substr(0, 64));
 }
 
 TEST_F(RemoteSource, SendsIfMatchWithTheFirstETag) {
