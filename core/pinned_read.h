@@ -90,8 +90,10 @@ class PinnedReadable {
  public:
   virtual ~PinnedReadable() = default;
   // Reads exactly [offset, offset+length) (the caller clips to Size()) as
-  // pinned spans; the same errors as ReadAt.
-  virtual StatusOr<PinnedBytes> ReadPinned(uint64_t offset, size_t length) const = 0;
+  // pinned spans, with what the reader knows (ReadHint: its stream, the end
+  // of its file); the same errors as ReadAt.
+  virtual StatusOr<PinnedBytes> ReadPinned(uint64_t offset, size_t length,
+                                           const ReadHint& hint) const = 0;
 };
 
 }  // namespace stfs

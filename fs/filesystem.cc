@@ -485,12 +485,15 @@ StatusOr<size_t> Filesystem::ReadTensorData(InodeId data_ino, uint64_t offset, s
   return window.length;
 }
 
-StatusOr<PinnedBytes> Filesystem::LendData(InodeId ino, uint64_t offset, size_t length) const {
-  ASSIGN_OR_RETURN(SourceWindow window, DataWindow(ino, offset, length));
+StatusOr<PinnedBytes> Filesystem::LendData(const FileHandle& file, uint64_t offset, size_t length) const {
+  if (file.view != nullptr) return Status::NotSupported("a slice view's bytes are gathered");
+  ASSIGN_OR_RETURN(SourceWindow window, DataWindow(file.ino, offset, length));
   const auto* lender = dynamic_cast<const PinnedReadable*>(window.source);
   if (lender == nullptr) return Status::NotSupported("the source lends no memory");
   if (window.length == 0) return PinnedBytes();
-  StatusOr<PinnedBytes> bytes = lender->ReadPinned(window.offset, window.length);
+  const CatalogueTensor& tensor = catalogue_.tensors()[Find(file.ino)->tensor_index];
+  const ReadHint hint{file.stream, catalogue_.FileOffset(tensor) + tensor.info.byte_size()};
+  StatusOr<PinnedBytes> bytes = lender->ReadPinned(window.offset, window.length, hint);
   if (!bytes.ok()) {
     CountReadError();
     return bytes;

@@ -165,11 +165,11 @@ class Filesystem {
   // For a tensor's `data` file, returns the source window a read maps to;
   // for other files an InvalidArgument.
   StatusOr<SourceWindow> DataWindow(InodeId ino, uint64_t offset, size_t length) const;
-  // Reads a tensor's `data` as spans of its source's own memory, pinned
+  // Reads an open tensor `data` file as spans of its source's own memory, pinned
   // until the result is dropped (core/pinned_read.h), for callers that hand
   // the bytes on without copying them; NotSupported for other files and for
   // sources that do not lend memory (the caller then uses Read).
-  StatusOr<PinnedBytes> LendData(InodeId ino, uint64_t offset, size_t length) const;
+  StatusOr<PinnedBytes> LendData(const FileHandle& file, uint64_t offset, size_t length) const;
 
   // The kernel's references (lookup counts): Remember once per entry handed
   // to the kernel, Forget when it sends FORGET. Only slice views care.

@@ -231,10 +231,9 @@ void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     } else {
       fi->keep_cache = 1;
     }
-    // Only a slice view's files need a handle (it pins the view); fh 0
-    // means "read by inode".
-    std::unique_ptr<FileHandle> handle;
-    if (file->view != nullptr) handle = std::make_unique<FileHandle>(std::move(*file));
+    // Every open file gets its handle: it carries the stream a remote source
+    // keys read-ahead by (and, for a slice view's files, pins the view).
+    auto handle = std::make_unique<FileHandle>(std::move(*file));
     fi->fh = reinterpret_cast<uint64_t>(handle.get());
     if (fuse_reply_open(req, fi) == 0) handle.release();
   });
@@ -296,8 +295,9 @@ bool TrySpliceReply(fuse_req_t req, const Context& ctx, fuse_ino_t ino, size_t s
 // cache blocks, pinned until the reply is written): one copy fewer than
 // copying into a reply buffer. Returns false (nothing replied) when the
 // source does not lend memory or this is not a data file.
-bool TryLentReply(fuse_req_t req, const Context& ctx, fuse_ino_t ino, size_t size, off_t off) {
-  StatusOr<PinnedBytes> lent = ctx.fs->LendData(ino, static_cast<uint64_t>(off), size);
+bool TryLentReply(fuse_req_t req, const Context& ctx, const FileHandle& file, size_t size, off_t off) {
+  const fuse_ino_t ino = file.ino;
+  StatusOr<PinnedBytes> lent = ctx.fs->LendData(file, static_cast<uint64_t>(off), size);
   if (!lent.ok()) {
     const StatusCode code = lent.status().code();
     if (code == StatusCode::kNotSupported || code == StatusCode::kInvalidArgument) return false;
@@ -321,11 +321,11 @@ void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
     Context& ctx = Ctx(req);
     if (off < 0) return (void)fuse_reply_err(req, EINVAL);
     const auto* handle = reinterpret_cast<const FileHandle*>(fi->fh);
-    if (handle == nullptr && ctx.options->read_reply == ReadReply::kSplice &&
-        TrySpliceReply(req, ctx, ino, size, off)) {
+    const bool plain = handle == nullptr || handle->view == nullptr;  // not a slice view's
+    if (plain && ctx.options->read_reply == ReadReply::kSplice && TrySpliceReply(req, ctx, ino, size, off)) {
       return;
     }
-    if (handle == nullptr && TryLentReply(req, ctx, ino, size, off)) return;
+    if (handle != nullptr && TryLentReply(req, ctx, *handle, size, off)) return;
     std::vector<char>& buffer = ThreadBuffer(size);
     StatusOr<size_t> n = handle != nullptr ? ctx.fs->Read(*handle, static_cast<uint64_t>(off), size, buffer.data())
                                            : ctx.fs->Read(ino, static_cast<uint64_t>(off), size, buffer.data());

@@ -107,27 +107,28 @@ void HttpRangeSource::Shutdown() {
 StatusOr<size_t> HttpRangeSource::ReadAt(uint64_t offset, size_t length, char* dst) const {
   if (offset >= size_ || length == 0) return size_t{0};
   length = static_cast<size_t>(std::min<uint64_t>(length, size_ - offset));
-  RETURN_IF_ERROR(Read(offset, length, dst, nullptr));
+  RETURN_IF_ERROR(Read(offset, length, dst, nullptr, ReadHint{}));
   return length;
 }
 
-StatusOr<PinnedBytes> HttpRangeSource::ReadPinned(uint64_t offset, size_t length) const {
+StatusOr<PinnedBytes> HttpRangeSource::ReadPinned(uint64_t offset, size_t length,
+                                                  const ReadHint& hint) const {
   PinnedBytes bytes;
   if (offset >= size_ || length == 0) return bytes;
   length = static_cast<size_t>(std::min<uint64_t>(length, size_ - offset));
   if (offset < std::max<uint64_t>(prefix_.size(), header_end_)) {
     // Header bytes are never in cache blocks: copy them.
     char* buffer = bytes.OwnBuffer(length);
-    RETURN_IF_ERROR(Read(offset, length, buffer, nullptr));
+    RETURN_IF_ERROR(Read(offset, length, buffer, nullptr, hint));
     bytes.Add(buffer, length);
     return bytes;
   }
-  RETURN_IF_ERROR(Read(offset, length, nullptr, &bytes));
+  RETURN_IF_ERROR(Read(offset, length, nullptr, &bytes, hint));
   return bytes;
 }
 
-Status HttpRangeSource::Read(uint64_t offset, size_t length, char* dst,
-                             PinnedBytes* pinned) const {
+Status HttpRangeSource::Read(uint64_t offset, size_t length, char* dst, PinnedBytes* pinned,
+                             const ReadHint& hint) const {
   if (cancel_.load()) return ShutDownError();
   reads_.fetch_add(1, std::memory_order_relaxed);
   const Deadline deadline = fetcher_->DeadlineFromNow();
@@ -147,7 +148,7 @@ Status HttpRangeSource::Read(uint64_t offset, size_t length, char* dst,
       LearnTensorEnds(std::string_view(dst, length));
     }
   } else {
-    status = ReadThroughCache(offset, length, dst, pinned, deadline);
+    status = ReadThroughCache(offset, length, dst, pinned, hint, deadline);
   }
   if (!status.ok()) {
     read_errors_.fetch_add(1, std::memory_order_relaxed);
@@ -158,7 +159,8 @@ Status HttpRangeSource::Read(uint64_t offset, size_t length, char* dst,
 }
 
 Status HttpRangeSource::ReadThroughCache(uint64_t offset, size_t length, char* dst,
-                                         PinnedBytes* pinned, Deadline deadline) const {
+                                         PinnedBytes* pinned, const ReadHint& hint,
+                                         Deadline deadline) const {
   const uint64_t end = offset + length;
   const uint64_t first = offset / block_size_;
   const uint64_t last = (end - 1) / block_size_;
@@ -174,7 +176,7 @@ Status HttpRangeSource::ReadThroughCache(uint64_t offset, size_t length, char* d
   std::vector<Touched> touched;
   Status status;
   try {
-    const ReadPatternTracker::Position position = pattern_.Record(offset, length);
+    const ReadPatternTracker::Position position = pattern_.Record(offset, length, hint.stream);
     const bool sequential = position.reads_before >= 2;
     // A large read that starts no stream of a block's worth yet fetches only
     // its own bytes of the blocks not cached: whole blocks around a random
@@ -207,7 +209,7 @@ Status HttpRangeSource::ReadThroughCache(uint64_t offset, size_t length, char* d
       }
       touched.push_back(std::move(t));
     }
-    ScheduleReadahead(position, offset, length, last);
+    ScheduleReadahead(position, offset, length, last, hint.fence);
     // A pinned read lends the blocks; bytes fetched past the cache need a
     // buffer of its own, and then the whole read is copied into that.
     if (pinned != nullptr &&
@@ -319,8 +321,8 @@ Status HttpRangeSource::FetchBlocks(const std::vector<std::shared_ptr<CachedBloc
 }
 
 void HttpRangeSource::ScheduleReadahead(const ReadPatternTracker::Position& position,
-                                        uint64_t offset, size_t length,
-                                        uint64_t last_block) const {
+                                        uint64_t offset, size_t length, uint64_t last_block,
+                                        uint64_t fence) const {
   const bool sequential = position.reads_before >= 2;
   if (readahead_max_ < block_size_) return;
   // Only a stream that has read two blocks' worth earns read-ahead: short
@@ -332,7 +334,7 @@ void HttpRangeSource::ScheduleReadahead(const ReadPatternTracker::Position& posi
   uint64_t end = offset + length;
   uint64_t window =
       std::clamp<uint64_t>((position.bytes_before + length) / 2, block_size_, readahead_max_);
-  uint64_t limit = std::min(TensorEndAfter(end - 1), end + window);
+  uint64_t limit = std::min({TensorEndAfter(end - 1), fence, end + window});
   uint64_t from = last_block + 1;
   if (limit <= from * block_size_) return;
   uint64_t to = (limit - 1) / block_size_;

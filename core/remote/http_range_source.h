@@ -41,7 +41,8 @@ class HttpRangeSource final : public ByteSource, public PinnedReadable {
 
   StatusOr<size_t> ReadAt(uint64_t offset, size_t length, char* dst) const override;
   // Cached bytes come as spans of pinned cache blocks (no copy).
-  StatusOr<PinnedBytes> ReadPinned(uint64_t offset, size_t length) const override;
+  StatusOr<PinnedBytes> ReadPinned(uint64_t offset, size_t length,
+                                   const ReadHint& hint) const override;
   uint64_t Size() const override { return size_; }
   const std::string& Describe() const override { return fetcher_->describe(); }
   timespec ModificationTime() const override { return fetcher_->identity().mtime; }
@@ -56,19 +57,23 @@ class HttpRangeSource final : public ByteSource, public PinnedReadable {
   };
 
   // Reads [offset, offset+length) (inside the object) into `dst`, or, when
-  // `pinned` is given, lends cache blocks to it (dst is then unused).
-  Status Read(uint64_t offset, size_t length, char* dst, PinnedBytes* pinned) const;
+  // `pinned` is given, lends cache blocks to it (dst is then unused). What
+  // ReadAt, ReadPinned and ReadRuns share; `hint` keys read-ahead by stream
+  // and fences it.
+  Status Read(uint64_t offset, size_t length, char* dst, PinnedBytes* pinned,
+              const ReadHint& hint) const;
   Status ReadThroughCache(uint64_t offset, size_t length, char* dst, PinnedBytes* pinned,
-                          Deadline deadline) const;
+                          const ReadHint& hint, Deadline deadline) const;
   // Fetches consecutive blocks with one request and completes each (ready
   // or failed, also when something throws).
   Status FetchBlocks(const std::vector<std::shared_ptr<CachedBlock>>& run,
                      Deadline deadline) const;
   Status ShutDownError() const;
   // Starts read-ahead when the read (at `position` of its stream) continues
-  // a sequential stream.
+  // a sequential stream; never for bytes at or past `fence` (the end of the
+  // reader's file in the object), nor past the tensor's end.
   void ScheduleReadahead(const ReadPatternTracker::Position& position, uint64_t offset,
-                         size_t length, uint64_t last_block) const;
+                         size_t length, uint64_t last_block, uint64_t fence) const;
   void StartWorkers() const;
   void WorkerLoop() const;
   // Learns where tensors end from the header JSON, to fence read-ahead.

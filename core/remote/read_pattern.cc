@@ -5,23 +5,31 @@
 
 namespace stfs {
 
-ReadPatternTracker::Position ReadPatternTracker::Record(uint64_t offset, uint64_t length) {
+ReadPatternTracker::Position ReadPatternTracker::Record(uint64_t offset, uint64_t length,
+                                                        uint64_t stream) {
   const uint64_t slack = std::min(std::max<uint64_t>(8 * length, 256 << 10), max_slack_);
+  const uint64_t end = offset + length;
   std::lock_guard<std::mutex> lock(mu_);
   ++clock_;
   Stream* oldest = &streams_[0];
   for (Stream& s : streams_) {
-    if (s.reads > 0 && offset + slack >= s.next && offset <= s.next + slack) {
+    if (s.reads > 0 && s.id == stream && (stream != 0 || Continues(s, offset, slack))) {
+      if (stream != 0 && !Continues(s, offset, slack)) {
+        s = Stream{stream, end, length, 1, clock_};  // a jump: the stream starts again here
+        return Position{};
+      }
       Position before{s.reads, s.bytes};
       s.reads += 1;
-      s.bytes += length;
-      s.next = std::max(s.next, offset + length);
+      // Per stream, only progress counts (see the header); by offset, every
+      // byte, as before streams were known.
+      s.bytes += stream != 0 ? (end > s.next ? end - std::max(offset, s.next) : 0) : length;
+      s.next = std::max(s.next, end);
       s.stamp = clock_;
       return before;
     }
     if (s.stamp < oldest->stamp) oldest = &s;
   }
-  *oldest = Stream{offset + length, length, 1, clock_};
+  *oldest = Stream{stream, end, length, 1, clock_};
   return Position{};
 }
 

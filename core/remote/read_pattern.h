@@ -1,11 +1,19 @@
-// ReadPatternTracker: tells sequential readers from random ones by offset.
+// ReadPatternTracker: tells sequential readers from random ones.
 //
-// A ByteSource sees reads without file handles, and the kernel may deliver
-// one reader's sequential requests slightly out of order from several FUSE
-// threads. So a "stream" is just where recent reads ended: a read that starts
-// near a stream's end (within 8 read lengths, at least 256 KiB, at most
-// `max_slack`) continues it. Only streams continued twice earn read-ahead, so
-// a random reader whose reads happen to land close together rarely does.
+// Where the reader is known (a stream: one open file, ReadHint::stream), its
+// reads are tracked on their own, as the kernel tracks read-ahead per open
+// file: a read continues the stream when it starts near where the stream's
+// reads have reached (FUSE threads deliver one reader's requests slightly
+// out of order), and the stream's progress counts only bytes that advance
+// it, so a reader hopping about one region never looks like a scan, however
+// many reads it makes; a jump starts the stream afresh. Two readers of the
+// same bytes are two streams, and a random reader cannot extend a scan.
+//
+// Where it is not (stream 0: a ByteSource read without a file), a "stream"
+// is just where recent reads ended: a read that starts near a stream's end
+// continues it. "Near" is within 8 read lengths, at least 256 KiB, at most
+// `max_slack`. Only streams continued twice earn read-ahead, so a random
+// reader whose reads happen to land close together rarely does.
 #pragma once
 
 #include <array>
@@ -20,20 +28,27 @@ class ReadPatternTracker {
 
   struct Position {
     uint64_t reads_before = 0;  // earlier reads of the same stream (0: a new stream)
-    uint64_t bytes_before = 0;  // bytes those reads covered
+    uint64_t bytes_before = 0;  // bytes those reads covered (per stream: advanced by)
   };
-  // Records a read of [offset, offset+length) and says where it stands in
-  // its stream.
-  Position Record(uint64_t offset, uint64_t length);
+  // Records a read of [offset, offset+length) by `stream` (0: unknown) and
+  // says where it stands in its stream.
+  Position Record(uint64_t offset, uint64_t length, uint64_t stream = 0);
 
  private:
   struct Stream {
+    uint64_t id = 0;     // the reader's stream, 0 for one found by offset
     uint64_t next = 0;   // where the stream's reads have reached
     uint64_t bytes = 0;  // bytes read in the stream
     uint64_t reads = 0;  // reads in the stream; 0 = unused slot
     uint64_t stamp = 0;  // last use, for replacing the oldest stream
   };
-  static constexpr size_t kStreams = 16;
+  // Enough for the readers of one object at once (every FUSE thread, a few
+  // open files each); a stream pushed out just starts again.
+  static constexpr size_t kStreams = 32;
+
+  bool Continues(const Stream& s, uint64_t offset, uint64_t slack) const {
+    return s.reads > 0 && offset + slack >= s.next && offset <= s.next + slack;
+  }
 
   const uint64_t max_slack_;
   std::mutex mu_;

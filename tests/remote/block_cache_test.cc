@@ -322,5 +322,45 @@ TEST(ReadPattern, TracksSeveralInterleavedStreams) {
   }
 }
 
+TEST(ReadPattern, StreamsOfOneRegionAreTrackedApart) {
+  // Two open files reading the same bytes in step: by offset they would be
+  // one stream read twice; by stream each is its own scan.
+  ReadPatternTracker t(4 << 20);
+  for (uint64_t i = 0; i < 8; ++i) {
+    for (uint64_t stream : {7u, 9u}) {
+      ReadPatternTracker::Position p = t.Record(i * 131072, 131072, stream);
+      EXPECT_EQ(p.reads_before, i) << stream;
+      EXPECT_EQ(p.bytes_before, i * 131072) << stream;
+    }
+  }
+}
+
+TEST(ReadPattern, AStreamHoppingInOneRegionNeverAdvances) {
+  // Many reads near each other, never moving on: a random reader of one
+  // region. Only bytes that advance the stream count, so it never earns
+  // read-ahead (which asks for two blocks' worth); by offset it would.
+  ReadPatternTracker t(4 << 20);
+  const uint64_t base = 40ull << 20;
+  uint64_t offsets[] = {0, 65536, 16384, 131072, 32768, 98304, 0, 114688};
+  uint64_t by_stream = 0, by_offset = 0;
+  for (int round = 0; round < 20; ++round) {
+    for (uint64_t off : offsets) {
+      by_stream = t.Record(base + off, 16384, 5).bytes_before;
+      by_offset = t.Record((1ull << 30) + off, 16384).bytes_before;
+    }
+  }
+  EXPECT_LE(by_stream, 147456u);  // at most the region itself
+  EXPECT_GE(by_offset, 2u << 20);
+}
+
+TEST(ReadPattern, AStreamThatJumpsStartsAgain) {
+  ReadPatternTracker t(4 << 20);
+  for (uint64_t i = 0; i < 4; ++i) EXPECT_EQ(t.Record(i << 20, 1 << 20, 3).reads_before, i);
+  EXPECT_EQ(t.Record(100ull << 20, 1 << 20, 3).reads_before, 0u);
+  EXPECT_EQ(t.Record(101ull << 20, 1 << 20, 3).reads_before, 1u);
+  // A read of stream 0 near it does not continue another stream's scan.
+  EXPECT_EQ(t.Record(102ull << 20, 1 << 20).reads_before, 0u);
+}
+
 }  // namespace
 }  // namespace stfs

@@ -37,6 +37,21 @@ class RemoteSource : public testing::NginxTest {
     options.readahead = 0;
     return Open(nginx_->Url("/" + name), options);
   }
+
+  // Serves one tensor of `mib` MiB as NAME (its bytes in file_), opens it
+  // with the test options (source_) and returns where its data starts, or 0.
+  uint64_t OpenOneTensor(const std::string& name, uint64_t mib) {
+    file_ = FileWithTensorSizes({mib << 20});
+    root_.Write(name, file_);
+    source_ = Open(nginx_->Url("/" + name), TestOptions());
+    if (source_ == nullptr) return 0;
+    StatusOr<Header> header = ReadHeader(*source_);
+    EXPECT_TRUE(header.ok()) << header.status().ToString();
+    return header.ok() ? header->data_start() : 0;
+  }
+
+  std::string file_;
+  std::unique_ptr<ByteSource> source_;
 };
 
 TEST_F(RemoteSource, SmallHeaderCostsOneRequest) {
@@ -277,7 +292,7 @@ TEST_F(RemoteSource, PinnedReadsLendCacheBlocksUntilDropped) {
   // read starting no stream fetches exactly its bytes, past the cache).
   const uint64_t offset = (2 << 20) - 50000;
   const size_t length = 100000;
-  StatusOr<PinnedBytes> lent = lender->ReadPinned(offset, length);
+  StatusOr<PinnedBytes> lent = lender->ReadPinned(offset, length, ReadHint{});
   ASSERT_TRUE(lent.ok()) << lent.status().ToString();
   EXPECT_EQ(lent->spans().size(), 2u);  // the two blocks' own memory, not a copy
   ASSERT_EQ(joined(*lent), file.substr(offset, length));
@@ -295,9 +310,101 @@ TEST_F(RemoteSource, PinnedReadsLendCacheBlocksUntilDropped) {
   ASSERT_EQ(Logged().size(), 1u);
   EXPECT_EQ(Logged()[0].range, "bytes=1048576-2097151");
   // Header bytes are never in blocks: lent as a copy, still exact.
-  StatusOr<PinnedBytes> head = lender->ReadPinned(0, 64);
+  StatusOr<PinnedBytes> head = lender->ReadPinned(0, 64, ReadHint{});
   ASSERT_TRUE(head.ok());
   EXPECT_EQ(joined(*head), file.substr(0, 64));
+}
+
+// Reads [offset, +length) through `source`'s pinned reads with `hint` and
+// compares with `file`; returns "" or a description.
+std::string CheckHintedRead(const ByteSource& source, const std::string& file, uint64_t offset,
+                            size_t length, const ReadHint& hint) {
+  const auto* lender = dynamic_cast<const PinnedReadable*>(&source);
+  if (lender == nullptr) return "the source lends no memory";
+  StatusOr<PinnedBytes> lent = lender->ReadPinned(offset, length, hint);
+  if (!lent.ok()) return lent.status().ToString();
+  std::string got;
+  for (const PinnedSpan& span : lent->spans()) got.append(span.data, span.length);
+  return got == file.substr(offset, length) ? "" : "wrong bytes at " + std::to_string(offset);
+}
+
+// The highest byte any logged request asked for, plus one.
+uint64_t FetchedUpTo(const std::vector<LoggedRequest>& log) {
+  uint64_t most = 0;
+  for (const LoggedRequest& r : log) {
+    uint64_t a, b;
+    if (ParseRangeHeader(r.range, &a, &b)) most = std::max(most, b);
+  }
+  return most;
+}
+
+TEST_F(RemoteSource, TwoStreamsReadingOneTensorEachGetReadahead) {
+  const uint64_t data = OpenOneTensor("two.safetensors", 32);
+  ASSERT_NE(data, 0u);
+  const std::string& file = file_;
+  const ByteSource& source = *source_;
+  // Stream 1 scans from the start, stream 2 from 16 MiB on, in turns.
+  for (uint64_t off = 0; off < (6 << 20); off += 131072) {
+    ASSERT_EQ(CheckHintedRead(source, file, data + off, 131072, ReadHint{1, file.size()}), "");
+    ASSERT_EQ(CheckHintedRead(source, file, data + (16 << 20) + off, 131072,
+                              ReadHint{2, file.size()}),
+              "");
+  }
+  std::vector<LoggedRequest> log = Logged();
+  auto fetched_past = [&](uint64_t from, uint64_t to) {
+    for (const LoggedRequest& r : log) {
+      uint64_t a, b;
+      if (ParseRangeHeader(r.range, &a, &b) && a >= from && a < to) return true;
+    }
+    return false;
+  };
+  // Each stream's read-ahead fetched blocks past what it had read.
+  EXPECT_TRUE(fetched_past(data + (6 << 20), data + (16 << 20)));
+  EXPECT_TRUE(fetched_past(data + (22 << 20), data + (32 << 20)));
+}
+
+TEST_F(RemoteSource, ARandomReaderBesideAScanGetsNoReadahead) {
+  const uint64_t data = OpenOneTensor("mixed.safetensors", 40);
+  ASSERT_NE(data, 0u);
+  const std::string& file = file_;
+  const ByteSource& source = *source_;
+  const uint64_t region = (data + (24 << 20)) / (1 << 20) * (1 << 20);  // a block boundary
+  std::mt19937_64 rng(42);
+  // Stream 1 scans 8 MiB; stream 2 reads 16 KiB pieces of one 144 KiB
+  // region in random order, three per scan read: by offset alone, its
+  // reads would continue one another and earn read-ahead.
+  for (uint64_t off = 0; off < (8 << 20); off += 131072) {
+    ASSERT_EQ(CheckHintedRead(source, file, data + off, 131072, ReadHint{1, file.size()}), "");
+    for (int i = 0; i < 3; ++i) {
+      uint64_t at = region + (rng() % 9) * 16384;
+      ASSERT_EQ(CheckHintedRead(source, file, at, 16384, ReadHint{2, file.size()}), "");
+    }
+  }
+  std::vector<LoggedRequest> log = Logged();
+  for (const LoggedRequest& r : log) {
+    uint64_t a, b;
+    ASSERT_TRUE(ParseRangeHeader(r.range, &a, &b));
+    if (a >= region) EXPECT_EQ(b, region + (1 << 20)) << r.range;  // the region's own block only
+  }
+  EXPECT_GT(FetchedUpTo(log), data + (8 << 20));  // the scan was read ahead
+}
+
+TEST_F(RemoteSource, ReadaheadStopsAtTheReadersFence) {
+  const uint64_t data = OpenOneTensor("fence.safetensors", 32);
+  ASSERT_NE(data, 0u);
+  const std::string& file = file_;
+  const ByteSource& source = *source_;
+  // The reader's file ends at a block boundary well inside the tensor (a
+  // part of it, say): everything it reads lies before, so nothing past is fetched.
+  const uint64_t fence = (data + (6 << 20)) / (1 << 20) * (1 << 20);
+  for (uint64_t off = data; off < fence; off += 131072) {
+    size_t length = static_cast<size_t>(std::min<uint64_t>(131072, fence - off));
+    ASSERT_EQ(CheckHintedRead(source, file, off, length, ReadHint{1, fence}), "");
+  }
+  std::vector<LoggedRequest> log = Logged();
+  EXPECT_EQ(FetchedUpTo(log), fence);
+  nlohmann::json stats = nlohmann::json::parse(source.StatsJson());
+  EXPECT_GT(stats["readahead_blocks"].get<uint64_t>(), 0u) << stats.dump();
 }
 
 TEST_F(RemoteSource, SendsIfMatchWithTheFirstETag) {
