@@ -78,9 +78,11 @@ StatusOr<EndpointParts> SplitEndpoint(const S3Endpoint& endpoint) {
   return parts;
 }
 
-bool IsLocalOrIpHost(std::string_view host) {
-  if (!host.empty() && host.front() == '[') return true;  // IPv6 literal
-  if (IsIpv4(host)) return true;
+bool IsIpHost(std::string_view host) {
+  return (!host.empty() && host.front() == '[') || IsIpv4(host);  // "[...]": IPv6 literal
+}
+
+bool IsLocalhostName(std::string_view host) {
   return EqualsNoCase(host, "localhost") ||
          (host.size() > 10 && EqualsNoCase(host.substr(host.size() - 10), ".localhost"));
 }
@@ -153,16 +155,18 @@ StatusOr<bool> S3UsesPathStyle(const S3Endpoint& endpoint, std::string_view buck
         return Status::InvalidArgument("bucket '" + std::string(bucket) +
                                        "' has '.', so it cannot be a host name label: use addressing=path");
       }
-      if (IsLocalOrIpHost(parts.host)) {
+      // BUCKET.localhost is still loopback (RFC 6761; libcurl resolves
+      // *.localhost itself), so only an IP address cannot take the bucket.
+      if (IsIpHost(parts.host)) {
         return Status::InvalidArgument("endpoint host " + parts.host +
-                                       " is an IP address or localhost: use addressing=path");
+                                       " is an IP address: use addressing=path");
       }
       return false;
     case S3Addressing::kAuto:
       break;
   }
   // A dotted bucket breaks the *.s3 TLS wildcard, so the SDKs go path-style.
-  return IsLocalOrIpHost(parts.host) || bucket.find('.') != std::string_view::npos;
+  return IsIpHost(parts.host) || IsLocalhostName(parts.host) || bucket.find('.') != std::string_view::npos;
 }
 
 StatusOr<std::string> S3ObjectUrl(const S3Endpoint& endpoint, std::string_view bucket,

@@ -38,7 +38,7 @@ enum class S3Addressing {
   kAuto,     // path-style for IP-literal and localhost endpoints and for
              // bucket names with '.', else virtual-host (as the AWS SDKs do)
   kPath,     // ENDPOINT/BUCKET/KEY
-  kVirtual,  // SCHEME://BUCKET.HOST/KEY
+  kVirtual,  // SCHEME://BUCKET.HOST/KEY (refused for an IP-literal host)
 };
 
 // Parses "auto", "path" or "virtual".

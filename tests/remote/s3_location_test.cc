@@ -63,9 +63,16 @@ TEST(S3Location, GoesPathStyleForIpAndLocalhostEndpoints) {
     StatusOr<bool> path_style = S3UsesPathStyle(endpoint, "bucket");
     ASSERT_TRUE(path_style.ok()) << url;
     EXPECT_TRUE(*path_style) << url;
-    endpoint.addressing = S3Addressing::kVirtual;
-    EXPECT_FALSE(S3UsesPathStyle(endpoint, "bucket").ok()) << url;
   }
+  // Forced virtual-host: an IP address cannot take a bucket label, a
+  // localhost name can (BUCKET.localhost is loopback too).
+  for (const char* url : {"http://127.0.0.1:9000", "http://[::1]:9000"}) {
+    EXPECT_FALSE(S3UsesPathStyle(S3Endpoint{url, "", S3Addressing::kVirtual}, "bucket").ok()) << url;
+  }
+  EXPECT_EQ(*S3ObjectUrl(S3Endpoint{"http://localhost:9000", "", S3Addressing::kVirtual}, "bucket", "k"),
+            "http://bucket.localhost:9000/k");
+  EXPECT_EQ(*S3ObjectUrl(S3Endpoint{"http://minio.localhost", "", S3Addressing::kVirtual}, "bucket", "k"),
+            "http://bucket.minio.localhost/k");
   S3Endpoint local{"http://127.0.0.1:9000/", "", S3Addressing::kAuto};
   EXPECT_EQ(*S3ObjectUrl(local, "bucket", "a/b.safetensors"), "http://127.0.0.1:9000/bucket/a/b.safetensors");
   S3Endpoint named{"https://store.example.com:8443/base/", "", S3Addressing::kAuto};

@@ -66,6 +66,31 @@ TEST_F(S3Mount, ProfileOptionTakesKeysFromTheSharedCredentialsFile) {
   EXPECT_NE(missing.err.find("no profile [absent] in " + file), std::string::npos) << missing.err;
 }
 
+// Virtual-host requests for real: libcurl resolves BUCKET.localhost to
+// loopback, and s3rver takes a Host that is neither an IP address nor
+// "localhost" as the bucket's name (CNAME-style). So with the endpoint
+// http://localhost:PORT, a virtual-host request for bucket "models" reaches
+// s3rver's bucket "models.localhost", while a path-style one would read the
+// decoy under the same key in "models".
+TEST_F(S3Mount, VirtualHostAddressingNamesTheBucketInTheHost) {
+  std::vector<TestTensor> decoy = {{"decoy", DType::U8, {64}, ""}};
+  server_->Put("models", "v/model.safetensors", BuildSafetensors(decoy, "{}"));
+  server_->CreateBucket("models.localhost");
+  server_->Put("models.localhost", "v/model.safetensors", BuildSafetensors(tensors_, "{}"));
+  std::string localhost = EndpointOption();
+  localhost.replace(localhost.find("127.0.0.1"), 9, "localhost");
+
+  std::string mnt = MountFile("s3://models/v/model.safetensors", {"-o", localhost + ",addressing=virtual"});
+  ASSERT_FALSE(mnt.empty());
+  ExpectRootListing(mnt, tensors_);
+  for (const TestTensor& t : tensors_) ExpectTensorServed(mnt, t);
+
+  // The same mount without the option goes path-style (localhost) and finds the decoy.
+  std::string path_style = MountFile("s3://models/v/model.safetensors", {"-o", localhost});
+  ASSERT_FALSE(path_style.empty());
+  ExpectRootListing(path_style, decoy);
+}
+
 TEST_F(S3Mount, MalformedBucketIsRefusedBeforeAnyRequest) {
   CommandResult r = RunStfs({"inspect", "s3://Bad_Bucket/m.safetensors", "-o", EndpointOption()});
   EXPECT_EQ(r.exit_code, 1) << r.err;
