@@ -60,7 +60,8 @@ HttpRangeSource::HttpRangeSource(std::unique_ptr<RangeFetcher> fetcher, std::str
       cache_(std::move(cache)),
       owner_(cache_->NewOwner()),
       before_fetch_(options.before_fetch_for_tests),
-      pattern_(options.block_size) {
+      pattern_(options.block_size),
+      run_helpers_(std::max(1, options.connections) - 1) {
   if (header_end_ != 0 && header_end_ <= prefix_.size()) {
     LearnTensorEnds(std::string_view(prefix_).substr(8, header_end_ - 8));
   }
@@ -68,6 +69,7 @@ HttpRangeSource::HttpRangeSource(std::unique_ptr<RangeFetcher> fetcher, std::str
 
 HttpRangeSource::~HttpRangeSource() {
   Shutdown();
+  run_helpers_.Stop();
   for (std::thread& t : workers_) t.join();
   cache_->DropOwner(owner_);
 }
@@ -195,10 +197,13 @@ Status HttpRangeSource::ReadThroughCache(uint64_t offset, size_t length, char* d
       Touched t;
       t.from = std::max(offset, block_offset);
       t.to = std::min(end, block_offset + block_length);
+      // A block reaching past the fence is not fetched whole: only the
+      // read's bytes of it (the file's bytes end at the fence).
+      const bool past_fence = block_offset + block_length > hint.fence;
       BlockCache::Found found;
-      t.block = exact ? cache_->FindExisting(owner_, index, &found)
-                      : cache_->Acquire(owner_, index, block_offset, block_length,
-                                        /*prefetch=*/false, &found);
+      t.block = exact || past_fence ? cache_->FindExisting(owner_, index, &found)
+                                    : cache_->Acquire(owner_, index, block_offset, block_length,
+                                                      /*prefetch=*/false, &found);
       t.mine = found == BlockCache::Found::kCreated;
       if (found == BlockCache::Found::kReady) {
         hits_.fetch_add(1, std::memory_order_relaxed);
@@ -338,6 +343,12 @@ void HttpRangeSource::ScheduleReadahead(const ReadPatternTracker::Position& posi
   uint64_t from = last_block + 1;
   if (limit <= from * block_size_) return;
   uint64_t to = (limit - 1) / block_size_;
+  // Only blocks that end at or before the fence (the object's last block
+  // ends at its end, within any fence).
+  if (fence < size_) {
+    if (fence / block_size_ <= from) return;
+    to = std::min(to, fence / block_size_ - 1);
+  }
   std::vector<std::shared_ptr<CachedBlock>> created;
   const Deadline deadline = fetcher_->DeadlineFromNow();
   for (uint64_t index = from; index <= to; ++index) {
@@ -427,6 +438,7 @@ std::string HttpRangeSource::StatsJson() const {
   field(&out, "readahead_blocks", readahead_blocks_.load());
   field(&out, "readahead_unused", cache.prefetch_unused);
   field(&out, "direct_reads", direct_reads_.load());
+  field(&out, "run_fetches", run_fetches_.load());
   field(&out, "evictions", cache.evictions);
   field(&out, "recycled", cache.recycled);
   field(&out, "requests", f.requests.load());

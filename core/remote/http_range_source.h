@@ -6,7 +6,11 @@
 // parallel block requests issued to worker threads, never past the end of
 // the tensor being read (learned from the header), never over the cache
 // budget. A random reader fetches only the blocks it touches. The source
-// never serves a byte that RangeFetcher has not checked.
+// never serves a byte that RangeFetcher has not checked. Read-ahead and
+// blocks never reach past a read's ReadHint::fence (the end of what the open
+// file maps to). Gathered reads (ReadRuns: a slice or a rank part) copy what
+// is cached and fetch the rest exactly, close runs coalesced, in parallel
+// (http_range_runs.cc).
 #pragma once
 
 #include <atomic>
@@ -26,6 +30,7 @@
 #include "core/remote/range_fetcher.h"
 #include "core/remote/read_pattern.h"
 #include "core/remote/remote_source.h"
+#include "core/remote/task_pool.h"
 
 namespace stfs {
 
@@ -43,6 +48,7 @@ class HttpRangeSource final : public ByteSource, public PinnedReadable {
   // Cached bytes come as spans of pinned cache blocks (no copy).
   StatusOr<PinnedBytes> ReadPinned(uint64_t offset, size_t length,
                                    const ReadHint& hint) const override;
+  Status ReadRuns(std::span<const ByteRun> runs, const ReadHint& hint) const override;
   uint64_t Size() const override { return size_; }
   const std::string& Describe() const override { return fetcher_->describe(); }
   timespec ModificationTime() const override { return fetcher_->identity().mtime; }
@@ -64,6 +70,8 @@ class HttpRangeSource final : public ByteSource, public PinnedReadable {
               const ReadHint& hint) const;
   Status ReadThroughCache(uint64_t offset, size_t length, char* dst, PinnedBytes* pinned,
                           const ReadHint& hint, Deadline deadline) const;
+  // ReadRuns of several runs (http_range_runs.cc).
+  Status ReadManyRuns(std::span<const ByteRun> runs, const ReadHint& hint) const;
   // Fetches consecutive blocks with one request and completes each (ready
   // or failed, also when something throws).
   Status FetchBlocks(const std::vector<std::shared_ptr<CachedBlock>>& run,
@@ -115,6 +123,12 @@ class HttpRangeSource final : public ByteSource, public PinnedReadable {
   mutable std::atomic<uint64_t> read_errors_{0};
   mutable std::atomic<uint64_t> direct_reads_{0};  // fetched past the cache (no room)
   mutable std::atomic<int> in_flight_{0};
+  mutable std::atomic<uint64_t> run_fetches_{0};  // exact requests of ReadRuns
+
+  // Helps ReadRuns fetch its requests in parallel (connections - 1 threads:
+  // the reading thread is the other one). Declared last: stopped (joined)
+  // first, while everything its tasks use still exists.
+  mutable TaskPool run_helpers_;
 };
 
 }  // namespace stfs

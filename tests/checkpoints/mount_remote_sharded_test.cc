@@ -8,8 +8,7 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
-#include "tests/fs/mount_harness.h"
-#include "tests/remote/test_servers.h"
+#include "tests/remote/nginx_mount_fixture.h"
 
 namespace stfs::testing {
 namespace {
@@ -45,17 +44,10 @@ void MakeDirs(const std::string& root, const std::string& relative) {
   }
 }
 
-class RemoteSharded : public MountTest {
+class RemoteSharded : public NginxMountTest {
  protected:
-  void SetUp() override {
-    MountTest::SetUp();
-    std::string error;
-    nginx_ = NginxServer::Start(dir_.path(), &error);
-    ASSERT_NE(nginx_, nullptr) << error;
-  }
   void TearDown() override {
-    MountTest::TearDown();
-    nginx_.reset();
+    NginxMountTest::TearDown();
     unsetenv("HF_ENDPOINT");
   }
   // Serves the checkpoint under `prefix` (with its index when `index_name` is given).
@@ -80,7 +72,6 @@ class RemoteSharded : public MountTest {
     ASSERT_TRUE(stats["source"].is_array()) << stats.dump();
     EXPECT_EQ(stats["source"].size(), shards.size());
   }
-  std::unique_ptr<NginxServer> nginx_;
 };
 
 TEST_F(RemoteSharded, IndexUrlMountsAsOneTree) {

@@ -13,26 +13,19 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "tests/fs/mount_harness.h"
 #include "tests/remote/remote_test_util.h"
-#include "tests/remote/test_servers.h"
+#include "tests/remote/nginx_mount_fixture.h"
 
 namespace stfs::testing {
 namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
 
-class RemoteMount : public MountTest {
+class RemoteMount : public NginxMountTest {
  protected:
-  void SetUp() override {
-    std::string error;
-    nginx_ = NginxServer::Start(dir_.path(), &error);
-    ASSERT_NE(nginx_, nullptr) << error;
-  }
   void TearDown() override {
-    MountTest::TearDown();
+    NginxMountTest::TearDown();
     proxy_.reset();
-    nginx_.reset();
   }
 
   // Writes `bytes` as NAME in the served dir and returns its URL.
@@ -99,7 +92,6 @@ class RemoteMount : public MountTest {
     return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   }
 
-  std::unique_ptr<NginxServer> nginx_;
   std::unique_ptr<FaultProxy> proxy_;
 };
 
