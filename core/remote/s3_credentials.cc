@@ -17,6 +17,41 @@ std::string_view Trim(std::string_view s) {
 
 std::string Nonempty(const std::optional<std::string>& value) { return value ? *value : std::string(); }
 
+// Reads an AWS INI file (~/.aws/credentials, ~/.aws/config): calls
+// entry(section, name, value) for each top-level "name = value" line.
+// With `skip_indented`, indented lines belong to a nested setting (the
+// config file's "s3 =" block) and are skipped. Errors name the file and
+// line, never the line's text: it may hold a secret.
+Status ForEachAwsIniEntry(std::ifstream& in, const std::string& path, bool skip_indented,
+                          const std::function<void(std::string_view, std::string_view, std::string)>& entry) {
+  std::string section, line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    std::string_view text = Trim(line);
+    if (text.empty() || text.front() == '#' || text.front() == ';') continue;
+    if (text.front() == '[') {
+      if (text.back() != ']') {
+        return Status::InvalidArgument(path + ":" + std::to_string(number) + ": malformed section line");
+      }
+      section = std::string(Trim(text.substr(1, text.size() - 2)));
+      continue;
+    }
+    size_t eq = text.find('=');
+    if (eq == std::string_view::npos) {
+      return Status::InvalidArgument(path + ":" + std::to_string(number) + ": expected 'name = value'");
+    }
+    if (skip_indented && (line.front() == ' ' || line.front() == '\t')) continue;
+    entry(section, Trim(text.substr(0, eq)), std::string(Trim(text.substr(eq + 1))));
+  }
+  return Status::OK();
+}
+
+std::string HomeFile(const EnvLookup& env, const char* variable, const char* below_home) {
+  std::string file = Nonempty(env(variable));
+  if (!file.empty()) return file;
+  std::string home = Nonempty(env("HOME"));
+  return (home.empty() ? std::string(".") : home) + below_home;
+}
+
 }  // namespace
 
 S3Credentials S3Credentials::Anonymous() {
@@ -58,36 +93,19 @@ StatusOr<S3Credentials> ReadS3CredentialsFile(const std::string& path, const std
   }
   std::string origin = path + " [" + profile + "]";
   bool found = false;
-  bool in_profile = false;
   std::string key_id, secret, token;
-  std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
-    std::string_view text = Trim(line);
-    if (text.empty() || text.front() == '#' || text.front() == ';') continue;
-    if (text.front() == '[') {
-      if (text.back() != ']') {
-        return Status::InvalidArgument(path + ":" + std::to_string(number) + ": malformed section line");
-      }
-      in_profile = Trim(text.substr(1, text.size() - 2)) == profile;
-      found = found || in_profile;
-      continue;
-    }
-    size_t eq = text.find('=');
-    if (eq == std::string_view::npos) {
-      // The line is not echoed: it may hold a secret.
-      return Status::InvalidArgument(path + ":" + std::to_string(number) + ": expected 'name = value'");
-    }
-    if (!in_profile) continue;
-    std::string_view name = Trim(text.substr(0, eq));
-    std::string value(Trim(text.substr(eq + 1)));
+  RETURN_IF_ERROR(ForEachAwsIniEntry(in, path, /*skip_indented=*/false,
+                                     [&](std::string_view section, std::string_view name, std::string value) {
+    if (section != profile) return;
+    found = true;
     if (name == "aws_access_key_id") {
-      key_id = value;
+      key_id = std::move(value);
     } else if (name == "aws_secret_access_key") {
-      secret = value;
+      secret = std::move(value);
     } else if (name == "aws_session_token") {
-      token = value;
+      token = std::move(value);
     }
-  }
+  }));
   if (!found) return Status::NotFound("no profile [" + profile + "] in " + path);
   if (key_id.empty() || secret.empty()) {
     return Status::InvalidArgument(origin + ": needs both aws_access_key_id and aws_secret_access_key");
@@ -97,12 +115,7 @@ StatusOr<S3Credentials> ReadS3CredentialsFile(const std::string& path, const std
 
 StatusOr<S3Credentials> LoadS3Credentials(const S3CredentialOptions& options, const EnvLookup& env) {
   if (options.no_sign) return S3Credentials::Anonymous();
-  std::string file = Nonempty(env("AWS_SHARED_CREDENTIALS_FILE"));
-  if (file.empty()) {
-    std::string home = Nonempty(env("HOME"));
-    if (home.empty()) home = ".";
-    file = home + "/.aws/credentials";
-  }
+  std::string file = HomeFile(env, "AWS_SHARED_CREDENTIALS_FILE", "/.aws/credentials");
   if (!options.profile.empty()) return ReadS3CredentialsFile(file, options.profile);
   std::string key_id = Nonempty(env("AWS_ACCESS_KEY_ID"));
   std::string secret = Nonempty(env("AWS_SECRET_ACCESS_KEY"));
@@ -115,6 +128,23 @@ StatusOr<S3Credentials> LoadS3Credentials(const S3CredentialOptions& options, co
   }
   std::string profile = Nonempty(env("AWS_PROFILE"));
   return ReadS3CredentialsFile(file, profile.empty() ? "default" : profile);
+}
+
+StatusOr<std::string> LoadS3ConfigRegion(const std::string& profile_option, const EnvLookup& env) {
+  std::string path = HomeFile(env, "AWS_CONFIG_FILE", "/.aws/config");
+  std::ifstream in(path);
+  if (!in) return std::string();  // no config file: no region from it
+  std::string profile = profile_option.empty() ? Nonempty(env("AWS_PROFILE")) : profile_option;
+  if (profile.empty()) profile = "default";
+  // The config file names profiles "[profile NAME]"; the default one "[default]".
+  const std::string wanted = "profile " + profile;
+  std::string region;
+  RETURN_IF_ERROR(ForEachAwsIniEntry(in, path, /*skip_indented=*/true,
+                                     [&](std::string_view section, std::string_view name, std::string value) {
+    bool ours = section == wanted || (profile == "default" && section == "default");
+    if (ours && name == "region") region = std::move(value);
+  }));
+  return region;
 }
 
 }  // namespace stfs

@@ -57,6 +57,15 @@ std::optional<std::string> ProcessEnv(const char* name);
 StatusOr<S3Credentials> LoadS3Credentials(const S3CredentialOptions& options,
                                           const EnvLookup& env = ProcessEnv);
 
+// Returns the `region` of a profile in the shared config file
+// (AWS_CONFIG_FILE, else ~/.aws/config): the profile is `profile_option`
+// (-o profile=), else AWS_PROFILE, else "default", in the section
+// "[profile NAME]" ("[default]" also names the default one). Returns ""
+// when the file, the section or the key is absent; an error (file and line,
+// not its text) for a malformed line. Indented lines (nested settings such
+// as "s3 =" blocks) are not read.
+StatusOr<std::string> LoadS3ConfigRegion(const std::string& profile_option, const EnvLookup& env = ProcessEnv);
+
 // Reads profile `profile` of a shared credentials file (INI: [name]
 // sections, key = value, '#' and ';' comment lines).
 StatusOr<S3Credentials> ReadS3CredentialsFile(const std::string& path, const std::string& profile);

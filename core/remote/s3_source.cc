@@ -21,6 +21,16 @@ StatusOr<S3Credentials> CredentialsFor(const RemoteOptions& options) {
   return LoadS3Credentials(credential_options);
 }
 
+// options.s3, with the region of the profile in ~/.aws/config when neither
+// -o region= nor AWS_REGION / AWS_DEFAULT_REGION gave one.
+StatusOr<S3Endpoint> EndpointFor(const RemoteOptions& options) {
+  S3Endpoint endpoint = options.s3;
+  if (endpoint.region.empty()) {
+    ASSIGN_OR_RETURN(endpoint.region, LoadS3ConfigRegion(options.s3_profile));
+  }
+  return endpoint;
+}
+
 // GETs one listing page, retrying 5xx (S3's SlowDown is a 503), 429 and
 // transport failures with doubling backoff, all within options.timeout.
 StatusOr<std::string> GetPage(HttpClient& client, const std::string& url, const RemoteOptions& options,
@@ -81,10 +91,12 @@ StatusOr<S3ObjectRequest> PrepareS3Object(const std::string& location, const Rem
   }
   StatusOr<S3Credentials> credentials = CredentialsFor(options);
   if (!credentials.ok()) return credentials.status().WithContext(request.describe);
-  StatusOr<std::string> url = S3ObjectUrl(options.s3, parsed.bucket, parsed.key);
+  StatusOr<S3Endpoint> endpoint = EndpointFor(options);
+  if (!endpoint.ok()) return endpoint.status().WithContext(request.describe);
+  StatusOr<std::string> url = S3ObjectUrl(*endpoint, parsed.bucket, parsed.key);
   if (!url.ok()) return url.status().WithContext(request.describe);
   request.url = *url;
-  ApplyS3Signing(options.s3, *credentials, settings);
+  ApplyS3Signing(*endpoint, *credentials, settings);
   return request;
 }
 
@@ -94,11 +106,13 @@ StatusOr<S3PrefixContents> ListS3Checkpoint(const std::string& location, const R
   if (!parsed.IsPrefix()) return Status::InvalidArgument(describe + ": not a prefix (it must end in '/')");
   StatusOr<S3Credentials> credentials = CredentialsFor(options);
   if (!credentials.ok()) return credentials.status().WithContext(describe);
+  StatusOr<S3Endpoint> endpoint = EndpointFor(options);
+  if (!endpoint.ok()) return endpoint.status().WithContext(describe);
   HttpSettings settings = HttpSettingsFor(options);
-  ApplyS3Signing(options.s3, *credentials, &settings);
+  ApplyS3Signing(*endpoint, *credentials, &settings);
   HttpClient client(std::move(settings));
   S3PageGetter get = [&](const std::string& url) { return GetPage(client, url, options, *credentials); };
-  StatusOr<std::vector<S3Object>> objects = ListS3Prefix(options.s3, parsed.bucket, parsed.key, get);
+  StatusOr<std::vector<S3Object>> objects = ListS3Prefix(*endpoint, parsed.bucket, parsed.key, get);
   if (!objects.ok()) return objects.status();
   StatusOr<S3PrefixContents> contents = ChooseS3PrefixContents(parsed.key, *objects);
   if (!contents.ok()) return contents.status().WithContext(describe);

@@ -126,6 +126,46 @@ TEST(S3Credentials, NoSignIsAnonymousWhateverTheEnvironmentHolds) {
   EXPECT_EQ(c->Describe(), "anonymous (no_sign)");
 }
 
+constexpr const char* kConfig =
+    "[default]\n"
+    "region = us-west-2\n"
+    "[profile build]\n"
+    "output = json\n"
+    "s3 =\n"
+    "  region = nested-not-a-region\n"
+    "region=eu-west-1\n"
+    "[plain]\n"
+    "region = ap-south-1\n";
+
+TEST(S3Config, RegionOfTheProfileFromOptionThenEnvironmentThenDefault) {
+  testing::TempDir home;
+  ::mkdir((home.path() + "/.aws").c_str(), 0700);
+  home.Write(".aws/config", kConfig);
+  auto region = [&](const std::string& option, std::map<std::string, std::string> env) {
+    env["HOME"] = home.path();
+    StatusOr<std::string> r = LoadS3ConfigRegion(option, FakeEnv(env));
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : "error";
+  };
+  EXPECT_EQ(region("", {}), "us-west-2");
+  EXPECT_EQ(region("", {{"AWS_PROFILE", "build"}}), "eu-west-1");  // not the nested s3 region
+  EXPECT_EQ(region("build", {{"AWS_PROFILE", "other"}}), "eu-west-1");
+  // Profiles other than default are "[profile NAME]" in the config file.
+  EXPECT_EQ(region("plain", {}), "");
+  EXPECT_EQ(region("absent", {}), "");
+}
+
+TEST(S3Config, NoFileIsNoRegionAndAMalformedLineIsAnError) {
+  testing::TempDir dir;
+  StatusOr<std::string> none = LoadS3ConfigRegion("", FakeEnv({{"AWS_CONFIG_FILE", dir.path() + "/nope"}}));
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(*none, "");
+  std::string file = dir.Write("config", "[default]\nregion = eu-north-1\nsecret-looking-garbage\n");
+  StatusOr<std::string> bad = LoadS3ConfigRegion("", FakeEnv({{"AWS_CONFIG_FILE", file}}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), file + ":3: expected 'name = value'");
+}
+
 TEST(S3Credentials, DescribeNeverHoldsTheSecret) {
   S3Credentials c = S3Credentials::Keys("KEYID", "s3cr3t-value", "t0ken-value", "test");
   EXPECT_EQ(c.Describe().find("s3cr3t"), std::string::npos);

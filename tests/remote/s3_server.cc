@@ -130,6 +130,7 @@ void UseS3Keys(const char* key_id, const char* secret) {
     ::unsetenv(name);
   }
   ::setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials", 1);
+  ::setenv("AWS_CONFIG_FILE", "/nonexistent/config", 1);  // no region from the user's config
 }
 
 S3TestResponse S3Get(const std::string& url, const S3Endpoint& endpoint, const S3Credentials& credentials,

@@ -77,7 +77,7 @@ struct S3TestResponse {
 
 // Sets the process's AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (how users
 // give keys) and clears what could override them (token, profile, endpoint,
-// shared credentials file).
+// shared credentials and config files).
 void UseS3Keys(const char* key_id, const char* secret);
 
 // GETs `url` with HttpClient signed by ApplyS3Signing(endpoint, credentials);
