@@ -86,7 +86,9 @@ class LocalFileSource final : public ByteSource {
           std::copy_n(span.data() + (runs[i].offset - span_begin), runs[i].length, runs[i].dst);
         }
       } else {
-        for (size_t i = first; i < last; ++i) RETURN_IF_ERROR(ReadExactly(*this, runs[i].offset, runs[i].length, runs[i].dst));
+        for (size_t i = first; i < last; ++i) {
+          RETURN_IF_ERROR(ReadExactly(*this, runs[i].offset, runs[i].length, runs[i].dst));
+        }
       }
       first = last;
     }

@@ -180,7 +180,14 @@ void Work(Batch& batch) {
 Status RunBatch(TaskPool& pool, int helpers, const std::shared_ptr<Batch>& batch) {
   const size_t extra = std::min<size_t>(std::max(helpers, 0), batch->requests.size() - 1);
   for (size_t i = 0; i < extra; ++i) {
-    if (!pool.Post([batch] { Work(*batch); })) break;
+    // Must not throw past here: helpers already posted may be writing into
+    // the reader's buffers until the wait below.
+    bool posted = false;
+    try {
+      posted = pool.Post([batch] { Work(*batch); });
+    } catch (const std::exception&) {
+    }
+    if (!posted) break;
   }
   Work(*batch);
   std::unique_lock<std::mutex> lock(batch->mu);
@@ -192,8 +199,9 @@ Status RunBatch(TaskPool& pool, int helpers, const std::shared_ptr<Batch>& batch
 
 Status HttpRangeSource::ReadRuns(std::span<const ByteRun> runs, const ReadHint& hint) const {
   for (const ByteRun& run : runs) RETURN_IF_ERROR(CheckRunInside(*this, run.offset, run.length));
-  if (runs.size() == 1) return runs[0].length == 0 ? Status::OK() : Read(runs[0].offset, runs[0].length, runs[0].dst, nullptr, hint);
-  return ReadManyRuns(runs, hint);
+  if (runs.size() != 1) return ReadManyRuns(runs, hint);
+  if (runs[0].length == 0) return Status::OK();
+  return Read(runs[0].offset, runs[0].length, runs[0].dst, nullptr, hint);
 }
 
 Status HttpRangeSource::ReadManyRuns(std::span<const ByteRun> runs, const ReadHint& hint) const {
@@ -224,6 +232,7 @@ Status HttpRangeSource::ReadManyRuns(std::span<const ByteRun> runs, const ReadHi
         const uint64_t upto = std::min(end, header_bytes_end);
         status = Read(pos, upto - pos, run.dst, nullptr, hint);
         if (!status.ok()) break;
+        asked -= upto - pos;  // Read counted them
         pos = upto;
       }
       while (pos < end) {
@@ -256,9 +265,9 @@ Status HttpRangeSource::ReadManyRuns(std::span<const ByteRun> runs, const ReadHi
       }
     }
     if (status.ok() && !missing.empty()) {
-      if (!std::is_sorted(missing.begin(), missing.end(),
-                          [](const Missing& a, const Missing& b) { return a.offset < b.offset; })) {
-        std::sort(missing.begin(), missing.end(), [](const Missing& a, const Missing& b) { return a.offset < b.offset; });
+      auto by_offset = [](const Missing& a, const Missing& b) { return a.offset < b.offset; };
+      if (!std::is_sorted(missing.begin(), missing.end(), by_offset)) {
+        std::sort(missing.begin(), missing.end(), by_offset);
       }
       auto batch = std::make_shared<Batch>();
       batch->requests = PlanRequests(missing, block_size_);

@@ -36,7 +36,8 @@ std::vector<std::pair<uint64_t, size_t>> RandomRuns(std::mt19937_64& rng, uint64
   const size_t count = 2 + rng() % 40;
   for (size_t i = 0; i < count && at < size; ++i) {
     const int kind = static_cast<int>(rng() % 4);
-    size_t length = kind == 0 ? 1 + rng() % 64 : kind == 1 ? 1 + rng() % 20000 : kind == 2 ? 1 + rng() % 300000 : 1 + rng() % (3 * kMiB);
+    const uint64_t longest[] = {64, 20000, 300000, 3 * kMiB};
+    size_t length = 1 + rng() % longest[kind];
     length = static_cast<size_t>(std::min<uint64_t>(length, size - at));
     runs.emplace_back(at, length);
     const int gap_kind = static_cast<int>(rng() % 3);
