@@ -110,13 +110,20 @@ TEST_F(RemoteRuns, RequestsOfOneReadRunInParallelUpToTheConnections) {
   RemoteOptions options = TestOptions();
   options.connections = 3;
   std::atomic<int> now{0}, most{0};
+  std::atomic<bool> held{false};
   options.before_fetch_for_tests = [&](uint64_t, uint64_t) {
     const int n = ++now;
     int seen = most.load();
     while (n > seen && !most.compare_exchange_weak(seen, n)) {
     }
-    // Long enough that helpers that were posted overlap with it.
-    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    // The first fetch waits (up to 10 s) until another one runs beside it:
+    // with parallel requests that happens at once, without never.
+    if (!held.exchange(true)) {
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (most.load() < 2 && std::chrono::steady_clock::now() < give_up) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
     --now;
   };
   auto source = Open(nginx_->Url("/f.safetensors"), options);
