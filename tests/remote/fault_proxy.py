@@ -6,10 +6,11 @@ told to, breaks them the ways real servers and networks do: an error status
 on every k-th request, a reset connection (before or in the middle of the
 body), a stall, a 200 that ignores Range, a wrong Content-Range, a short
 body, a rewritten ETag, dropped preconditions, expiring signed redirects and
-redirects to another origin.
+redirects to another origin. In front of a server that checks neither
+(s3rver), it can also enforce If-Match and check SigV4 signatures as S3 does.
 
 Control (never counted, never faulted):
-  GET /__control__/set?fault=NAME&every=K&limit=L&status=S&seconds=T&etag=E&target=URL
+  GET /__control__/set?fault=NAME&every=K&limit=L&status=S&seconds=T&etag=E&target=URL&secret=K
       sets the fault (fault=none clears it) and resets the request counter;
   GET /__control__/bump    makes earlier signed redirect targets expire;
   GET /__control__/stats   returns {"requests": N, "faulted": M, "paths": [...],
@@ -26,12 +27,18 @@ drop_etag (remove the ETag), drop_validators (remove ETag and Last-Modified),
 strip_preconditions (drop If-Match and If-Unmodified-Since), hang (read the
 request, then answer nothing for `seconds`), trickle (the right headers, then
 the body one byte a second), endless_error (answer `status` with a body that
-never ends), redirect_loop (302 to the same URL, for ever). `every=K` applies the fault to requests K, 2K, 3K, ...
-(default 1: all); `limit=L` to at most L requests (default: no limit).
+never ends), redirect_loop (302 to the same URL, for ever), if_match (S3's
+answer to a GET whose If-Match is not the object's ETag: 412
+PreconditionFailed instead of the upstream's bytes), sigv4 (S3's 403
+SignatureDoesNotMatch for a request whose AWS SigV4 signature is not the one
+`secret` gives; checked by s3_sigv4_check.py's code, Host as the client sent
+it). `every=K` applies the fault to requests K, 2K, 3K, ... (default 1: all);
+`limit=L` to at most L requests (default: no limit).
 
 Paths: /signed/PATH answers 302 to /PATH?sig=G (G the current generation);
 a request with a sig other than G gets 403. /xredirect/PATH answers 302 to
-TARGET/PATH (another origin). Everything else is forwarded as it is.
+TARGET/PATH (another origin). Everything else is forwarded as it is, query
+included (an S3 listing's).
 
 Usage: fault_proxy.py UPSTREAM_URL PORT_FILE  (binds 127.0.0.1 on a free
 port and writes the port to PORT_FILE once listening).
@@ -48,10 +55,12 @@ import threading
 import time
 import urllib.parse
 
+import s3_sigv4_check  # next to this file (sys.path[0])
+
 UPSTREAM = None
 STATE_LOCK = threading.Lock()
 STATE = {"fault": "none", "every": 1, "limit": -1, "status": 503, "seconds": 5.0, "etag": "",
-         "target": "", "requests": 0, "faulted": 0, "generation": 1, "paths": [],
+         "target": "", "secret": "", "requests": 0, "faulted": 0, "generation": 1, "paths": [],
          "statuses": []}
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te",
               "trailer", "upgrade"}
@@ -89,6 +98,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def send_s3_error(self, status, code, message):
+        body = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>%s</Code><Message>%s</Message></Error>"
+                % (code, message.replace("&", "&amp;").replace("<", "&lt;"))).encode()
+        self.send_plain(status, body, {"Content-Type": "application/xml"})
+
     def handle_control(self, parsed):
         query = urllib.parse.parse_qs(parsed.query)
         with STATE_LOCK:
@@ -100,6 +114,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 STATE["seconds"] = float(query.get("seconds", ["5"])[0])
                 STATE["etag"] = query.get("etag", [""])[0]
                 STATE["target"] = query.get("target", [""])[0]
+                STATE["secret"] = query.get("secret", [""])[0]
                 STATE["requests"] = 0
                 STATE["faulted"] = 0
                 STATE["paths"] = []
@@ -166,6 +181,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             reset_socket(self.connection)
             self.close_connection = True
             return
+        if hit and fault == "sigv4":
+            problem = s3_sigv4_check.signature_problem(self.path, self.headers, None, config["secret"])
+            if problem:
+                self.send_s3_error(403, "SignatureDoesNotMatch", problem.splitlines()[0])
+                return
 
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
         headers.pop("Host", None)
@@ -176,7 +196,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             headers.pop("If-Unmodified-Since", None)
         upstream = http.client.HTTPConnection(UPSTREAM.hostname, UPSTREAM.port, timeout=30)
         try:
-            upstream.request("GET", parsed.path, headers=headers)
+            # The query goes on (S3 listings need it), except the proxy's own sig.
+            upstream.request("GET", parsed.path if sig else self.path, headers=headers)
             response = upstream.getresponse()
             body = response.read()
         except OSError as e:
@@ -185,6 +206,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         finally:
             upstream.close()
         out_headers = [(k, v) for k, v in response.getheaders() if k.lower() not in HOP_BY_HOP]
+        if hit and fault == "if_match" and response.status in (200, 206):
+            wanted = self.headers.get("If-Match")
+            if wanted is not None and wanted not in ("*", response.getheader("ETag")):
+                self.send_s3_error(412, "PreconditionFailed", "a precondition did not hold")
+                return
 
         if hit and fault == "wrong_range":
             fixed = []

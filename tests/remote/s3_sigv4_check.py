@@ -35,6 +35,47 @@ def hmac_sha256(key, text):
     return hmac.new(key, text.encode(), hashlib.sha256).digest()
 
 
+def authorization_fields(headers):
+    auth = headers.get("Authorization", "")
+    if not auth.startswith("AWS4-HMAC-SHA256 "):
+        return None
+    return dict(f.strip().split("=", 1) for f in auth[len("AWS4-HMAC-SHA256 "):].split(","))
+
+
+def signature_problem(raw_path, headers, key_id, secret):
+    """What is wrong with the SigV4 signature of a GET of `raw_path` (as sent)
+    with `headers`, for `key_id` (None: any) and `secret`; None when it is the
+    one S3 computes. Also used by fault_proxy.py's sigv4 fault."""
+    fields = authorization_fields(headers)
+    if fields is None:
+        return "no SigV4 Authorization header"
+    cred_key_id, date, region, service, _ = fields["Credential"].split("/")
+    if key_id is not None and cred_key_id != key_id:
+        return "unknown access key"
+    signed = fields["SignedHeaders"].split(";")
+    if signed != sorted(signed) or "host" not in signed or "x-amz-date" not in signed:
+        return "SignedHeaders not sorted or lacks host / x-amz-date"
+    for name in signed:
+        if headers.get(name) is None:
+            return f"signed header {name} was not sent"
+    path, _, query = raw_path.partition("?")
+    canonical_headers = "".join(f"{n}:{' '.join(headers.get(n).split())}\n" for n in signed)
+    payload = headers.get("x-amz-content-sha256")
+    if payload is None:
+        return "no x-amz-content-sha256"
+    request = "\n".join(["GET", path, canonical_query(query), canonical_headers, ";".join(signed), payload])
+    amz_date = headers.get("x-amz-date")
+    scope = f"{date}/{region}/{service}/aws4_request"
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(request.encode()).hexdigest()])
+    key = ("AWS4" + secret).encode()
+    for part in (date, region, service, "aws4_request"):
+        key = hmac_sha256(key, part)
+    expected = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(expected, fields["Signature"]):
+        return "signature mismatch; canonical request was:\n" + request
+    return None
+
+
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -46,34 +87,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_GET(self):
-        auth = self.headers.get("Authorization", "")
-        if not auth.startswith("AWS4-HMAC-SHA256 "):
-            return self.answer(403, "no SigV4 Authorization header")
-        fields = dict(f.strip().split("=", 1) for f in auth[len("AWS4-HMAC-SHA256 "):].split(","))
-        key_id, date, region, service, _ = fields["Credential"].split("/")
-        if key_id != self.server.key_id:
-            return self.answer(403, "unknown access key")
-        signed = fields["SignedHeaders"].split(";")
-        if signed != sorted(signed) or "host" not in signed or "x-amz-date" not in signed:
-            return self.answer(403, "SignedHeaders not sorted or lacks host / x-amz-date")
-        for name in signed:
-            if self.headers.get(name) is None:
-                return self.answer(403, f"signed header {name} was not sent")
+        problem = signature_problem(self.path, self.headers, self.server.key_id, self.server.secret)
+        if problem:
+            return self.answer(403, problem)
+        fields = authorization_fields(self.headers)
+        _, _, region, service, _ = fields["Credential"].split("/")
         path, _, query = self.path.partition("?")
-        headers = "".join(f"{n}:{' '.join(self.headers.get(n).split())}\n" for n in signed)
-        payload = self.headers.get("x-amz-content-sha256")
-        if payload is None:
-            return self.answer(403, "no x-amz-content-sha256")
-        request = "\n".join(["GET", path, canonical_query(query), headers, ";".join(signed), payload])
-        amz_date = self.headers.get("x-amz-date")
-        scope = f"{date}/{region}/{service}/aws4_request"
-        to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(request.encode()).hexdigest()])
-        key = ("AWS4" + self.server.secret).encode()
-        for part in (date, region, service, "aws4_request"):
-            key = hmac_sha256(key, part)
-        expected = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
-        if not hmac.compare_digest(expected, fields["Signature"]):
-            return self.answer(403, "signature mismatch; canonical request was:\n" + request)
         self.answer(200, f"signature ok {region} {service} {path}?{query}")
 
     def log_message(self, *args):
