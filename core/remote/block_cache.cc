@@ -141,6 +141,10 @@ std::shared_ptr<CachedBlock> BlockCache::Acquire(uint64_t owner, uint64_t index,
   Key key{owner, index};
   auto it = entries_.find(key);
   if (it != entries_.end()) return Existing(it->second, prefetch, found);
+  if (prefetch && prefetch_loading_bytes_ + length > budget_ / 2) {
+    *found = Found::kNoRoom;
+    return nullptr;
+  }
   // A consumed block gives its buffer to this one. Consumed blocks form the
   // old end of the LRU list; the newest of them may still be being copied by
   // its reader, so look a few deep for one nobody holds.
@@ -175,6 +179,7 @@ std::shared_ptr<CachedBlock> BlockCache::Acquire(uint64_t owner, uint64_t index,
   block->prefetched = prefetch;
   block->used = !prefetch;
   block->pins = prefetch ? 0 : 1;
+  if (prefetch) prefetch_loading_bytes_ += length;
   lru_.push_front(key);
   entries_.emplace(key, Entry{block, lru_.begin()});
   bytes_ += length;
@@ -201,6 +206,7 @@ void BlockCache::Complete(const std::shared_ptr<CachedBlock>& block, const Statu
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (block->state != CachedBlock::State::kLoading) return;
+    if (block->prefetched) prefetch_loading_bytes_ -= block->length;
     if (status.ok()) {
       block->state = CachedBlock::State::kReady;
       if (Used() > budget_) EvictFor(0);

@@ -98,7 +98,10 @@ class BlockCache {
   };
   // Finds block `index` of `owner`, or creates it in the loading state.
   // Nothing is created past the budget (kNoRoom, null): a demand reader
-  // then fetches its bytes without the cache. A demand read (!prefetch)
+  // then fetches its bytes without the cache. Read-ahead (`prefetch`) may
+  // hold at most half the budget in blocks still loading: loading blocks
+  // cannot be evicted, and several streams' windows together must not
+  // leave demand reads without room. A demand read (!prefetch)
   // that gets a block pins it: the caller must Release it when done.
   std::shared_ptr<CachedBlock> Acquire(uint64_t owner, uint64_t index, uint64_t offset,
                                        size_t length, bool prefetch, Found* found);
@@ -181,6 +184,7 @@ class BlockCache {
   uint64_t spare_bytes_ = 0;
   uint64_t bytes_ = 0;
   uint64_t other_bytes_ = 0;
+  uint64_t prefetch_loading_bytes_ = 0;  // read-ahead blocks created, not yet completed
   uint64_t next_owner_ = 1;
   uint64_t evictions_ = 0;
   uint64_t recycled_ = 0;

@@ -205,6 +205,7 @@ Status HttpRangeSource::ReadThroughCache(uint64_t offset, size_t length, char* d
                                     : cache_->Acquire(owner_, index, block_offset, block_length,
                                                       /*prefetch=*/false, &found);
       t.mine = found == BlockCache::Found::kCreated;
+      if (found == BlockCache::Found::kNoRoom) no_room_.fetch_add(1, std::memory_order_relaxed);
       if (found == BlockCache::Found::kReady) {
         hits_.fetch_add(1, std::memory_order_relaxed);
       } else if (found == BlockCache::Found::kLoading) {
@@ -439,6 +440,7 @@ std::string HttpRangeSource::StatsJson() const {
   field(&out, "readahead_unused", cache.prefetch_unused);
   field(&out, "direct_reads", direct_reads_.load());
   field(&out, "run_fetches", run_fetches_.load());
+  field(&out, "no_room", no_room_.load());
   field(&out, "evictions", cache.evictions);
   field(&out, "recycled", cache.recycled);
   field(&out, "requests", f.requests.load());

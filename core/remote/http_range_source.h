@@ -121,7 +121,8 @@ class HttpRangeSource final : public ByteSource, public PinnedReadable {
   mutable std::atomic<uint64_t> misses_{0};
   mutable std::atomic<uint64_t> readahead_blocks_{0};
   mutable std::atomic<uint64_t> read_errors_{0};
-  mutable std::atomic<uint64_t> direct_reads_{0};  // fetched past the cache (no room)
+  mutable std::atomic<uint64_t> direct_reads_{0};  // fetched past the cache
+  mutable std::atomic<uint64_t> no_room_{0};       // blocks a read found no room for
   mutable std::atomic<int> in_flight_{0};
   mutable std::atomic<uint64_t> run_fetches_{0};  // exact requests of ReadRuns
 

@@ -13,8 +13,11 @@ ReadPatternTracker::Position ReadPatternTracker::Record(uint64_t offset, uint64_
   ++clock_;
   Stream* oldest = &streams_[0];
   for (Stream& s : streams_) {
-    if (s.reads > 0 && s.id == stream && (stream != 0 || Continues(s, offset, slack))) {
-      if (stream != 0 && !Continues(s, offset, slack)) {
+    if (s.reads > 0 && s.id == stream && (stream != 0 || Continues(s, offset, slack, slack))) {
+      // A stream's stragglers (FUSE threads finish its reads out of order;
+      // the kernel sends small tails late) may trail by up to a block,
+      // whatever their own size.
+      if (stream != 0 && !Continues(s, offset, max_slack_, slack)) {
         s = Stream{stream, end, length, 1, clock_};  // a jump: the stream starts again here
         return Position{};
       }

@@ -4,7 +4,8 @@
 // reads are tracked on their own, as the kernel tracks read-ahead per open
 // file: a read continues the stream when it starts near where the stream's
 // reads have reached (FUSE threads deliver one reader's requests slightly
-// out of order), and the stream's progress counts only bytes that advance
+// out of order, and the kernel sends a scan's small tails late: up to a
+// block behind counts), and the stream's progress counts only bytes that advance
 // it, so a reader hopping about one region never looks like a scan, however
 // many reads it makes; a jump starts the stream afresh. Two readers of the
 // same bytes are two streams, and a random reader cannot extend a scan.
@@ -46,8 +47,10 @@ class ReadPatternTracker {
   // open files each); a stream pushed out just starts again.
   static constexpr size_t kStreams = 32;
 
-  bool Continues(const Stream& s, uint64_t offset, uint64_t slack) const {
-    return s.reads > 0 && offset + slack >= s.next && offset <= s.next + slack;
+  // Whether a read at `offset` starts within `behind` before or `ahead`
+  // after where stream `s` has reached.
+  static bool Continues(const Stream& s, uint64_t offset, uint64_t behind, uint64_t ahead) {
+    return s.reads > 0 && offset + behind >= s.next && offset <= s.next + ahead;
   }
 
   const uint64_t max_slack_;

@@ -273,7 +273,7 @@ TEST(BlockCache, OwnersAreSeparateAndDropOwnerFreesOnlyTheirs) {
 }
 
 TEST(BlockCache, CountsPrefetchedBlocksEvictedUnread) {
-  BlockCache cache(kBlock);
+  BlockCache cache(2 * kBlock);
   uint64_t owner = cache.NewOwner();
   BlockCache::Found found;
   auto p = cache.Acquire(owner, 0, 0, kBlock, true, &found);
@@ -281,7 +281,34 @@ TEST(BlockCache, CountsPrefetchedBlocksEvictedUnread) {
   p->data = AllocateBlockBuffer(kBlock);
   cache.Complete(p, Status::OK());
   Load(cache, owner, 1, &found);
+  Load(cache, owner, 2, &found);
   EXPECT_EQ(cache.Stats().prefetch_unused, 1u);
+}
+
+TEST(BlockCache, ReadaheadStillLoadingHoldsAtMostHalfTheBudget) {
+  // Loading blocks cannot be evicted: were read-ahead (several streams' windows)
+  // allowed the whole budget, demand reads would find no room.
+  BlockCache cache(8 * kBlock);
+  uint64_t owner = cache.NewOwner();
+  BlockCache::Found found;
+  std::vector<std::shared_ptr<CachedBlock>> ahead;
+  for (uint64_t i = 0; i < 8; ++i) {
+    auto block = cache.Acquire(owner, i, i * kBlock, kBlock, true, &found);
+    if (found != BlockCache::Found::kCreated) break;
+    ahead.push_back(block);
+  }
+  EXPECT_EQ(ahead.size(), 4u);
+  EXPECT_EQ(found, BlockCache::Found::kNoRoom);
+  auto demand = cache.Acquire(owner, 20, 20 * kBlock, kBlock, false, &found);
+  EXPECT_EQ(found, BlockCache::Found::kCreated);
+  // Once one is fetched, read-ahead may start another.
+  ahead[0]->data = AllocateBlockBuffer(kBlock);
+  cache.Complete(ahead[0], Status::OK());
+  cache.Acquire(owner, 9, 9 * kBlock, kBlock, true, &found);
+  EXPECT_EQ(found, BlockCache::Found::kCreated);
+  for (auto& block : ahead) cache.Complete(block, Status::IOError("test over"));
+  cache.Complete(demand, Status::IOError("test over"));
+  cache.Release(demand);
 }
 
 // Returns how many earlier reads of its stream `offset` continues.
@@ -351,6 +378,19 @@ TEST(ReadPattern, AStreamHoppingInOneRegionNeverAdvances) {
   }
   EXPECT_LE(by_stream, 147456u);  // at most the region itself
   EXPECT_GE(by_offset, 2u << 20);
+}
+
+TEST(ReadPattern, AStreamsLateSmallReadsDoNotRestartIt) {
+  // The kernel's 1008 KiB reads with a 16 KiB tail sent after the next big
+  // one: the tail trails by a MiB, far beyond its own 8 lengths.
+  ReadPatternTracker t(4 << 20);
+  uint64_t at = 0;
+  for (uint64_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(t.Record(at, 1032192, 4).reads_before, 3 * i);
+    EXPECT_EQ(t.Record(at + 1032192 + 16384, 1032192, 4).reads_before, 3 * i + 1);
+    EXPECT_EQ(t.Record(at + 1032192, 16384, 4).reads_before, 3 * i + 2);
+    at += 2 * 1032192 + 16384;
+  }
 }
 
 TEST(ReadPattern, AStreamThatJumpsStartsAgain) {

@@ -3,7 +3,8 @@
 // the filesystem core, for a bounded time, and every byte is compared with
 // the file. Run on a local file and on the same file served by nginx through
 // the remote source with small blocks and a small cache (so blocks are
-// evicted, recycled and shared between readers all the time). Under
+// evicted, recycled and shared between readers all the time); half the
+// reads of `data` borrow the cache blocks (LendData) as FUSE replies do. Under
 // ThreadSanitizer (ctest -L tsan) this is the race detector's workload.
 //
 // STFS_STRESS_SECONDS overrides the time per case (default 8).
@@ -11,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <cstdlib>
 #include <mutex>
 #include <random>
@@ -111,7 +113,7 @@ class StressTest : public ::testing::Test {
     if (expected.empty()) return "";
     uint64_t offset = rng() % expected.size();
     size_t length = 1 + rng() % std::min<size_t>(buf.size(), expected.size() - offset + 100);
-    StatusOr<size_t> n = fs.Read(*file, offset, length, buf.data());
+    StatusOr<size_t> n = ReadOrLend(fs, *file, offset, length, buf, rng() % 2 == 0);
     if (!n.ok()) return "read " + what + ": " + n.status().ToString();
     size_t want = std::min<uint64_t>(length, expected.size() - offset);
     if (*n != want) return what + ": read " + std::to_string(*n) + " of " + std::to_string(want);
@@ -119,6 +121,27 @@ class StressTest : public ::testing::Test {
       return what + ": wrong bytes at " + std::to_string(offset) + "+" + std::to_string(want);
     }
     return "";
+  }
+
+  // Reads like Filesystem::Read into `buf`; when `lend` and the source lends
+  // memory, through LendData instead, holding the pinned blocks a moment
+  // (while other threads evict) before copying them out, as a FUSE reply does.
+  static StatusOr<size_t> ReadOrLend(const Filesystem& fs, const FileHandle& file, uint64_t offset,
+                                     size_t length, std::vector<char>& buf, bool lend) {
+    if (lend) {
+      StatusOr<PinnedBytes> lent = fs.LendData(file, offset, length);
+      if (lent.ok()) {
+        std::this_thread::yield();
+        size_t n = 0;
+        for (const PinnedSpan& span : lent->spans()) {
+          std::memcpy(buf.data() + n, span.data, span.length);
+          n += span.length;
+        }
+        return n;
+      }
+      if (lent.status().code() != StatusCode::kNotSupported) return lent.status();
+    }
+    return fs.Read(file, offset, length, buf.data());
   }
 
   // Runs kThreads readers for StressSeconds(); fails on the first mismatch.
