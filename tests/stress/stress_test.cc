@@ -195,10 +195,11 @@ TEST_F(StressTest, RemoteObjectOverNginx) {
   auto nginx = NginxServer::Start(dir_.path(), &error);
   ASSERT_NE(nginx, nullptr) << error;
   RemoteOptions options;
-  // Small blocks and a cache smaller than the file (once the connections'
-  // receive buffers are counted): constant eviction and reuse.
+  // Small blocks and a cache smaller than the file once the connections'
+  // receive buffers are counted (32 threads and their parallel run fetches
+  // hold about 8 MiB of them): constant eviction and reuse.
   options.block_size = 64 << 10;
-  options.cache_size = 6 << 20;
+  options.cache_size = 10 << 20;
   options.readahead = 512 << 10;
   options.timeout = std::chrono::seconds(60);
   StatusOr<std::unique_ptr<ByteSource>> source =
