@@ -133,19 +133,12 @@ void UseS3Keys(const char* key_id, const char* secret) {
   ::setenv("AWS_CONFIG_FILE", "/nonexistent/config", 1);  // no region from the user's config
 }
 
-S3TestResponse S3Get(const std::string& url, const S3Endpoint& endpoint, const S3Credentials& credentials,
-                     bool has_range, uint64_t first, uint64_t last) {
-  HttpSettings settings;
-  ApplyS3Signing(endpoint, credentials, &settings);
+namespace {
+
+S3TestResponse Get(const HttpRequest& request, HttpSettings settings) {
   HttpClient client(std::move(settings));
-  HttpRequest request;
-  request.url = url;
-  request.send_extra_headers = true;
-  request.has_range = has_range;
-  request.first = first;
-  request.last = last;
   std::string body(1 << 20, '\0');
-  HttpResponse r = client.Perform(request, {{body.data(), body.size()}}, url, nullptr);
+  HttpResponse r = client.Perform(request, {{body.data(), body.size()}}, request.url, nullptr);
   EXPECT_FALSE(r.transport_error.has_value()) << r.transport_error->ToString();
   S3TestResponse response;
   response.status = r.status;
@@ -154,6 +147,28 @@ S3TestResponse S3Get(const std::string& url, const S3Endpoint& endpoint, const S
   body.resize(r.body_bytes);
   response.body = std::move(body);
   return response;
+}
+
+}  // namespace
+
+S3TestResponse HttpGetWith(const std::string& url, HttpSettings settings) {
+  HttpRequest request;
+  request.url = url;
+  request.send_extra_headers = true;
+  return Get(request, std::move(settings));
+}
+
+S3TestResponse S3Get(const std::string& url, const S3Endpoint& endpoint, const S3Credentials& credentials,
+                     bool has_range, uint64_t first, uint64_t last) {
+  HttpSettings settings;
+  ApplyS3Signing(endpoint, credentials, &settings);
+  HttpRequest request;
+  request.url = url;
+  request.send_extra_headers = true;
+  request.has_range = has_range;
+  request.first = first;
+  request.last = last;
+  return Get(request, std::move(settings));
 }
 
 }  // namespace stfs::testing

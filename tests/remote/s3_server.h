@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/remote/http_client.h"
 #include "core/remote/s3_credentials.h"
 #include "core/remote/s3_location.h"
 #include "tests/test_files.h"
@@ -79,6 +80,10 @@ struct S3TestResponse {
 // give keys) and clears what could override them (token, profile, endpoint,
 // shared credentials and config files).
 void UseS3Keys(const char* key_id, const char* secret);
+
+// GETs `url` (whole) with `settings` as they are (e.g. from PrepareS3Object).
+// A transport failure fails the test.
+S3TestResponse HttpGetWith(const std::string& url, HttpSettings settings);
 
 // GETs `url` with HttpClient signed by ApplyS3Signing(endpoint, credentials);
 // bytes [first, last] when `has_range`. A transport failure fails the test.

@@ -8,6 +8,7 @@
 #include "core/remote/remote_source.h"
 #include "core/remote/s3_list.h"
 #include "core/remote/s3_signing.h"
+#include "core/remote/s3_source.h"
 #include "tests/remote/remote_test_util.h"
 #include "tests/remote/s3_server.h"
 
@@ -263,6 +264,34 @@ TEST_F(SigV4Test, ListingQueryIsCanonicalAsSent) {
   S3TestResponse r = S3Get(url, Endpoint("eu-west-3"), Keys());
   EXPECT_EQ(r.status, 200) << r.body;
   EXPECT_NE(r.body.find("signature ok eu-west-3 s3"), std::string::npos) << r.body;
+}
+
+// The region a request is signed for: -o region= (options.s3.region) when
+// given, else (environment unset) the profile's `region` in AWS_CONFIG_FILE.
+// The checker answers with the region of the signature it verified.
+TEST_F(SigV4Test, RegionComesFromTheConfigFileWhenNoOptionOrEnvironmentGivesOne) {
+  UseS3Keys("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY");
+  ::unsetenv("AWS_REGION");
+  ::unsetenv("AWS_DEFAULT_REGION");
+  TempDir dir;
+  std::string config = dir.Write("config", "[default]\nregion = us-west-2\n[profile build]\nregion = eu-north-1\n");
+  ::setenv("AWS_CONFIG_FILE", config.c_str(), 1);
+  RemoteOptions options;
+  options.s3 = Endpoint();
+  options.s3_profile = "";
+  auto signed_for = [&]() {
+    HttpSettings settings = HttpSettingsFor(options);
+    StatusOr<S3ObjectRequest> request = PrepareS3Object("s3://bucket/k", options, &settings);
+    EXPECT_TRUE(request.ok()) << request.status().ToString();
+    return request.ok() ? HttpGetWith(request->url, settings).body : "";
+  };
+  EXPECT_NE(signed_for().find("signature ok us-west-2 s3 /bucket/k"), std::string::npos);
+  ::setenv("AWS_PROFILE", "build", 1);
+  EXPECT_NE(signed_for().find("signature ok eu-north-1 s3 /bucket/k"), std::string::npos);
+  options.s3.region = "ap-east-1";
+  EXPECT_NE(signed_for().find("signature ok ap-east-1 s3 /bucket/k"), std::string::npos);
+  ::unsetenv("AWS_PROFILE");
+  ::setenv("AWS_CONFIG_FILE", "/nonexistent/config", 1);
 }
 
 TEST_F(SigV4Test, SessionTokenIsSentAndSigned) {
