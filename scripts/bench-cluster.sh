@@ -60,7 +60,7 @@ done
 [[ -n "$PYTHON" ]] || die "no python3 with numpy (run scripts/setup.sh)"
 S3RVER=$("$ROOT/scripts/s3-test-server.sh" install) || die "s3rver unavailable (node/npm needed)"
 bench_build_stfs "$ROOT/build-bench-remote" -DSTFS_BUILD_CUDA=OFF -DSTFS_BUILD_REMOTE=ON
-bench_workdir stfs-bench-cluster $((SIZE / 1048576 * 11 / 10 + 256))
+bench_workdir stfs-bench-cluster $((SIZE * 11 / 10 / 1048576 + 256))
 
 HELPER=("$PYTHON" "$ROOT/scripts/bench-cluster.py")
 OBJECTS="$WORK/s3/models/model"  # s3rver's store: bucket "models", prefix "model/"
@@ -109,7 +109,7 @@ echo
 
 # --- baseline: every node fetches every shard whole with curl --------------------------------
 note "baseline: $NODES nodes curl the 8 shards at once"
-shards=$(cd "$OBJECTS" && ls -- *.safetensors._S3rver_object | sed 's/._S3rver_object$//')
+shards=$(cd "$OBJECTS" && ls -- *.safetensors._S3rver_object | sed 's/\._S3rver_object$//')
 t0=$(now_ns)
 pids=()
 for ((n = 0; n < NODES; n++)); do

@@ -1,4 +1,5 @@
 # bench-lib.sh: what every scripts/bench-*.sh shares, sourced, never run.
+# shellcheck shell=bash
 #
 # bench_init NAME                 die()/note() that name the benchmark
 # bench_require TOOL...           die unless each tool is on PATH
