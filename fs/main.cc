@@ -117,6 +117,10 @@ int Main(int argc, char** argv) {
   // A remote source reads ahead itself, in cache blocks; a large kernel
   // read-ahead on top only makes a short read fetch more than it needs.
   if (IsRemoteLocation(cl.source) && !cl.readahead_given) cl.serve.readahead_kb = kRemoteReadaheadKb;
+  // A remote source has no fd to splice from, and the splice setup caps
+  // FUSE reads at 1008 KiB: every 1 MiB the kernel reads would come as two
+  // requests (1008 KiB and a 16 KiB tail). Plain replies allow 1 MiB.
+  if (IsRemoteLocation(cl.source)) cl.serve.read_reply = ReadReply::kPread;
 #endif
   Status paths = ResolvePaths(&cl);
   if (!paths.ok()) { PrintError(paths.message()); return 1; }
