@@ -16,6 +16,17 @@
 //     `connections` at once: the reading thread and the source's TaskPool
 //     threads take them from one shared counter, so the read completes even
 //     when no helper is free.
+// Fetching exactly costs a request per distant run, though: a column part of
+// 1 KiB rows took a request per row, and a GET costs far more than 1 KiB
+// (S3: 20-50 ms and a price each). So each block of the read that holds
+// missing pieces is weighed: bytes plus request_cost per request of the
+// exact plan in it, against the whole block plus one request, and against
+// one request for the span of its pieces (gaps into scratch). A block that
+// costs less whole is fetched through the cache (pinned, created by this
+// read, completed on every path), where the part's next reads and the
+// node's other ranks of the same rows find it. Blocks reaching past the
+// fence and blocks the cache has no room for go exact or as one span;
+// request_cost=0 always fetches exactly.
 // A single run (a tensor's `data`, a contiguous part, most slice reads) goes
 // the usual way through the block cache and read-ahead (Read), fenced
 // at ReadHint::fence. Every fetch goes through RangeFetcher::Fetch with the
@@ -62,10 +73,10 @@ struct Request {
   uint64_t largest_gap;
 };
 
-// Shared by the reading thread and its helpers.
+// Shared by the reading thread and its helpers: fetches 0..count-1.
 struct Batch {
-  std::vector<Request> requests;
-  std::function<Status(const Request&)> fetch;
+  size_t count = 0;
+  std::function<Status(size_t)> fetch;
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   std::mutex mu;
@@ -151,16 +162,103 @@ Status FetchRequest(RangeFetcher& fetcher, BlockCache& cache, const std::vector<
   return status;
 }
 
+// How a block holding missing pieces is fetched when not exactly.
+struct BlockWay {
+  uint64_t index;
+  bool whole;  // the whole block, through the cache (never past the fence)
+  bool span;   // else (or when the cache has no room) its pieces in one request
+};
+
+// Weighs each block holding pieces of sorted `missing` (each inside one
+// block), planned `exact`ly: its exact cost is the plan's bytes inside it
+// plus request_cost per request starting in it; one request for all its
+// pieces (their span, gaps included) costs the span plus one request; the
+// whole block its length plus one request. A block is fetched whole when
+// that is cheaper than exactly and not much more than its span (the rest
+// caches the rows between the runs for the node's other readers); else as a
+// span when that is cheaper than exactly. Returns the blocks not fetched
+// exactly, ascending.
+std::vector<BlockWay> WeighBlocks(const std::vector<Missing>& missing, const std::vector<Request>& exact,
+                                  uint64_t block_size, uint64_t object_size, uint64_t fence,
+                                  uint64_t request_cost) {
+  std::vector<BlockWay> ways;
+  if (request_cost == 0 || missing.empty()) return ways;
+  // One entry per block holding pieces (ascending), however far apart.
+  struct Cost {
+    uint64_t index;
+    uint64_t span_begin;
+    uint64_t span_end;
+    uint64_t exact = 0;
+  };
+  std::vector<Cost> costs;
+  for (const Missing& m : missing) {
+    const uint64_t index = m.offset / block_size;
+    if (costs.empty() || costs.back().index != index) costs.push_back(Cost{index, m.offset, 0});
+    costs.back().span_end = std::max(costs.back().span_end, m.offset + m.length);
+  }
+  Cost nowhere{0, 0, 0};  // (not reached: every block a request touches holds a piece)
+  auto cost_of = [&](uint64_t index) -> Cost& {
+    auto it = std::lower_bound(costs.begin(), costs.end(), index,
+                               [](const Cost& c, uint64_t i) { return c.index < i; });
+    return it != costs.end() && it->index == index ? *it : nowhere;
+  };
+  for (const Request& r : exact) {
+    cost_of(r.offset / block_size).exact += request_cost;
+    // A request is at most a block long and ends with a piece: it spans one
+    // block or two that both hold pieces.
+    for (uint64_t at = r.offset, end = r.offset + r.length; at < end;) {
+      const uint64_t index = at / block_size;
+      const uint64_t upto = std::min(end, (index + 1) * block_size);
+      cost_of(index).exact += upto - at;
+      at = upto;
+    }
+  }
+  for (const Cost& c : costs) {
+    const uint64_t offset = c.index * block_size;
+    const uint64_t length = std::min(block_size, object_size - offset);
+    const uint64_t span = c.span_end - c.span_begin;
+    const bool whole = offset + length <= fence && length + request_cost < c.exact &&
+                       length - span <= length / 8;
+    const bool as_span = span + request_cost < c.exact;
+    if (whole || as_span) ways.push_back(BlockWay{c.index, whole, as_span});
+  }
+  return ways;
+}
+
+// Joins the requests of `requests` (planned over sorted `missing`) whose
+// pieces lie in one of the `span_blocks` (ascending) into one request per
+// block: the gaps between them are fetched into scratch.
+void JoinSpans(const std::vector<Missing>& missing, const std::vector<uint64_t>& span_blocks,
+               uint64_t block_size, std::vector<Request>* requests) {
+  if (span_blocks.empty()) return;
+  auto in_span = [&](size_t piece) {
+    return std::binary_search(span_blocks.begin(), span_blocks.end(), missing[piece].offset / block_size);
+  };
+  std::vector<Request> joined;
+  for (const Request& r : *requests) {
+    if (!joined.empty() && in_span(r.first) &&
+        missing[joined.back().last - 1].offset / block_size == missing[r.first].offset / block_size) {
+      Request& j = joined.back();
+      j.largest_gap = std::max({j.largest_gap, r.largest_gap, r.offset - (j.offset + j.length)});
+      j.length = r.offset + r.length - j.offset;
+      j.last = r.last;
+    } else {
+      joined.push_back(r);
+    }
+  }
+  *requests = std::move(joined);
+}
+
 // Takes requests off `batch` until none is left; a request after a failure
 // is skipped (the read fails anyway).
 void Work(Batch& batch) {
   for (;;) {
     const size_t i = batch.next.fetch_add(1);
-    if (i >= batch.requests.size()) return;
+    if (i >= batch.count) return;
     Status status;
     if (!batch.failed.load()) {
       try {
-        status = batch.fetch(batch.requests[i]);
+        status = batch.fetch(i);
       } catch (const std::exception& e) {
         status = Status::IOError(std::string("fetch failed: ") + e.what());
       }
@@ -170,7 +268,7 @@ void Work(Batch& batch) {
       batch.error = status;
       batch.failed.store(true);
     }
-    if (++batch.finished == batch.requests.size()) batch.cv.notify_all();
+    if (++batch.finished == batch.count) batch.cv.notify_all();
   }
 }
 
@@ -178,7 +276,7 @@ void Work(Batch& batch) {
 // once every request has finished (each ends within its deadline), so no
 // helper writes into the reader's buffer afterwards.
 Status RunBatch(TaskPool& pool, int helpers, const std::shared_ptr<Batch>& batch) {
-  const size_t extra = std::min<size_t>(std::max(helpers, 0), batch->requests.size() - 1);
+  const size_t extra = std::min<size_t>(std::max(helpers, 0), batch->count - 1);
   for (size_t i = 0; i < extra; ++i) {
     // Must not throw past here: helpers already posted may be writing into
     // the reader's buffers until the wait below.
@@ -191,7 +289,7 @@ Status RunBatch(TaskPool& pool, int helpers, const std::shared_ptr<Batch>& batch
   }
   Work(*batch);
   std::unique_lock<std::mutex> lock(batch->mu);
-  batch->cv.wait(lock, [&] { return batch->finished == batch->requests.size(); });
+  batch->cv.wait(lock, [&] { return batch->finished == batch->count; });
   return batch->error;
 }
 
@@ -217,6 +315,7 @@ Status HttpRangeSource::ReadManyRuns(std::span<const ByteRun> runs, const ReadHi
     char* dst;
   };
   std::vector<std::shared_ptr<CachedBlock>> pinned;  // released below, whatever happens
+  std::vector<std::shared_ptr<CachedBlock>> created;  // completed below, whatever happens
   std::vector<CachedPiece> cached;
   std::vector<Missing> missing;
   uint64_t asked = 0;
@@ -255,7 +354,8 @@ Status HttpRangeSource::ReadManyRuns(std::span<const ByteRun> runs, const ReadHi
         const size_t length = static_cast<size_t>(piece_end - pos);
         if (memo_pin != SIZE_MAX) {
           cached.push_back(CachedPiece{memo_pin, pos, length, dst});
-        } else if (!missing.empty() && missing.back().offset + missing.back().length == pos &&
+        } else if (!missing.empty() && pos % block_size_ != 0 &&
+                   missing.back().offset + missing.back().length == pos &&
                    missing.back().dst + missing.back().length == dst) {
           missing.back().length += length;
         } else {
@@ -269,17 +369,66 @@ Status HttpRangeSource::ReadManyRuns(std::span<const ByteRun> runs, const ReadHi
       if (!std::is_sorted(missing.begin(), missing.end(), by_offset)) {
         std::sort(missing.begin(), missing.end(), by_offset);
       }
+      std::vector<Request> requests = PlanRequests(missing, block_size_);
+      const std::vector<BlockWay> ways = WeighBlocks(missing, requests, block_size_, size_, hint.fence,
+                                                     request_cost_);
+      // Runs of consecutive blocks this read created, each one request, at
+      // most 1/connections of the blocks long so that they run in parallel.
+      std::vector<std::vector<std::shared_ptr<CachedBlock>>> block_runs;
+      if (!ways.empty()) {
+        const size_t longest_run = (ways.size() + connections_ - 1) / connections_;
+        std::vector<Missing> exact;
+        std::vector<uint64_t> span_blocks;
+        size_t next = 0;  // first piece of missing not yet placed
+        for (const BlockWay& way : ways) {
+          const uint64_t index = way.index;
+          const uint64_t offset = index * block_size_;
+          for (; next < missing.size() && missing[next].offset < offset; ++next) exact.push_back(missing[next]);
+          BlockCache::Found found = BlockCache::Found::kAbsent;
+          std::shared_ptr<CachedBlock> block;
+          if (way.whole) {
+            block = cache_->Acquire(owner_, index, offset,
+                                    static_cast<size_t>(std::min(block_size_, size_ - offset)),
+                                    /*prefetch=*/false, &found);
+          }
+          if (found == BlockCache::Found::kNoRoom) no_room_.fetch_add(1, std::memory_order_relaxed);
+          if (!block) {  // its pieces are fetched exactly, or as one span
+            if (way.span) span_blocks.push_back(index);
+            continue;
+          }
+          const size_t pin = pinned.size();
+          pinned.push_back(block);
+          if (found == BlockCache::Found::kCreated) {
+            created.push_back(block);
+            if (block_runs.empty() || block_runs.back().back()->index + 1 != index ||
+                block_runs.back().size() == longest_run) {
+              block_runs.emplace_back();
+            }
+            block_runs.back().push_back(std::move(block));
+          }
+          for (; next < missing.size() && missing[next].offset < offset + block_size_; ++next) {
+            cached.push_back(CachedPiece{pin, missing[next].offset, missing[next].length, missing[next].dst});
+          }
+        }
+        exact.insert(exact.end(), missing.begin() + static_cast<std::ptrdiff_t>(next), missing.end());
+        missing = std::move(exact);
+        requests = PlanRequests(missing, block_size_);
+        JoinSpans(missing, span_blocks, block_size_, &requests);
+      }
       auto batch = std::make_shared<Batch>();
-      batch->requests = PlanRequests(missing, block_size_);
-      batch->fetch = [this, &missing, deadline](const Request& request) {
-        if (before_fetch_) before_fetch_(request.offset, request.length);
+      batch->count = block_runs.size() + requests.size();
+      batch->fetch = [this, &missing, &requests, &block_runs, deadline](size_t i) {
         run_fetches_.fetch_add(1, std::memory_order_relaxed);
+        // FetchBlocks completes its blocks (ready or failed) whatever happens.
+        if (i < block_runs.size()) return FetchBlocks(block_runs[i], deadline);
+        const Request& request = requests[i - block_runs.size()];
+        if (before_fetch_) before_fetch_(request.offset, request.length);
         in_flight_.fetch_add(1, std::memory_order_relaxed);
         Status fetched = FetchRequest(*fetcher_, *cache_, missing, request, &cancel_, deadline);
         in_flight_.fetch_sub(1, std::memory_order_relaxed);
         return fetched;
       };
-      status = RunBatch(run_helpers_, run_helpers_.threads(), batch);
+      if (batch->count != 0) status = RunBatch(run_helpers_, run_helpers_.threads(), batch);
     }
     for (size_t i = 0; i < cached.size() && status.ok(); ++i) {
       const CachedPiece& piece = cached[i];
@@ -293,8 +442,14 @@ Status HttpRangeSource::ReadManyRuns(std::span<const ByteRun> runs, const ReadHi
   } catch (const std::exception& e) {
     status = Status::IOError(fetcher_->describe() + ": read failed: " + e.what());
   }
-  for (const auto& block : pinned) cache_->Release(block);
   if (cancel_.load() && !status.ok()) status = ShutDownError();
+  // No other reader may wait for ever on a block this read created and
+  // abandoned (a request skipped after a failure, an exception): a no-op for
+  // blocks already completed.
+  for (const auto& block : created) {
+    cache_->Complete(block, status.ok() ? Status::IOError(fetcher_->describe() + ": read abandoned") : status);
+  }
+  for (const auto& block : pinned) cache_->Release(block);
   if (!status.ok()) {
     read_errors_.fetch_add(1, std::memory_order_relaxed);
     return status;

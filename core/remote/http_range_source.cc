@@ -57,6 +57,7 @@ HttpRangeSource::HttpRangeSource(std::unique_ptr<RangeFetcher> fetcher, std::str
       block_size_(options.block_size),
       readahead_max_(std::min(options.readahead, cache->budget() / 2)),
       connections_(std::max(1, options.connections)),
+      request_cost_(options.request_cost),
       cache_(std::move(cache)),
       owner_(cache_->NewOwner()),
       before_fetch_(options.before_fetch_for_tests),

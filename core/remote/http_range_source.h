@@ -9,8 +9,9 @@
 // never serves a byte that RangeFetcher has not checked. Read-ahead and
 // blocks never reach past a read's ReadHint::fence (the end of what the open
 // file maps to). Gathered reads (ReadRuns: a slice or a rank part) copy what
-// is cached and fetch the rest exactly, close runs coalesced, in parallel
-// (http_range_runs.cc).
+// is cached and fetch the rest exactly, close runs coalesced, or in whole
+// blocks where that costs less counting each request as request_cost bytes,
+// in parallel (http_range_runs.cc).
 #pragma once
 
 #include <atomic>
@@ -96,6 +97,7 @@ class HttpRangeSource final : public ByteSource, public PinnedReadable {
   const uint64_t block_size_;
   const uint64_t readahead_max_;
   const int connections_;
+  const uint64_t request_cost_;  // bytes a request is worth (RemoteOptions::request_cost)
   const std::shared_ptr<BlockCache> cache_;
   const uint64_t owner_;
   const std::function<void(uint64_t, uint64_t)> before_fetch_;  // tests only
@@ -124,7 +126,7 @@ class HttpRangeSource final : public ByteSource, public PinnedReadable {
   mutable std::atomic<uint64_t> direct_reads_{0};  // fetched past the cache
   mutable std::atomic<uint64_t> no_room_{0};       // blocks a read found no room for
   mutable std::atomic<int> in_flight_{0};
-  mutable std::atomic<uint64_t> run_fetches_{0};  // exact requests of ReadRuns
+  mutable std::atomic<uint64_t> run_fetches_{0};  // requests of ReadRuns (exact or of blocks)
 
   // Helps ReadRuns fetch its requests in parallel (connections - 1 threads:
   // the reading thread is the other one). Declared last: stopped (joined)

@@ -187,6 +187,8 @@ StatusOr<bool> ApplyRemoteOption(std::string_view option, RemoteOptions* options
     status = size_option(&options->block_size, 64 << 10, 256 << 20);
   } else if (key == "readahead") {
     status = size_option(&options->readahead, 0, 1ull << 40);
+  } else if (key == "request_cost") {
+    status = size_option(&options->request_cost, 0, 1ull << 40);
   } else if (key == "connections") {
     status = count_option(&options->connections, 1, 64);
   } else if (key == "retries") {
@@ -314,6 +316,9 @@ std::string RemoteOptionsHelp() {
          "    -o readahead=SIZE        most bytes fetched ahead of a sequential reader\n"
          "                             (default 64M, at most cache_size/2; 0 = off)\n"
          "    -o connections=N         read-ahead transfers in flight (default 4)\n"
+         "    -o request_cost=SIZE     bytes one request is worth when a slice or part\n"
+         "                             read weighs whole blocks against exact runs\n"
+         "                             (default 256K; 0 = always exact)\n"
          "    -o retries=N             retries for 5xx, resets, timeouts, stalls (default 5)\n"
          "    -o retry_delay=TIME      first backoff, doubled per retry (default 200ms)\n"
          "    -o retry_max_delay=TIME  longest backoff (default 10s)\n"

@@ -36,6 +36,14 @@ struct RemoteOptions {
   uint64_t readahead = 64ull << 20;
   // Read-ahead transfers in flight at once (demand reads come on top).
   int connections = 4;
+  // What one request costs, in bytes, when a gathered read (a slice, a rank
+  // part) weighs fetching whole cache blocks against fetching its runs
+  // exactly (http_range_runs.cc). 256K: a GET's fixed cost is about what one
+  // connection moves during its first-byte latency (S3: 20-50 ms at 5-15
+  // MB/s per stream; less on a LAN), and S3 prices each request; with 4M
+  // blocks a block is then fetched whole only where it saves some 16
+  // requests. 0: always exact (fewest bytes, a request per distant run).
+  uint64_t request_cost = 256ull << 10;
   // Retries after the first attempt, for 5xx, resets, timeouts and stalls.
   int retries = 5;
   // First backoff; doubles per retry up to retry_max_delay, with jitter.

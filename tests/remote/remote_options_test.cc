@@ -31,6 +31,11 @@ TEST(RemoteOptions, ParsesSizesCountsAndDurations) {
   EXPECT_EQ(o.block_size, 64ull << 10);
   EXPECT_TRUE(*ApplyRemoteOption("block_size=1048576", &o));
   EXPECT_EQ(o.block_size, 1ull << 20);
+  EXPECT_EQ(o.request_cost, 256ull << 10);
+  EXPECT_TRUE(*ApplyRemoteOption("request_cost=0", &o));
+  EXPECT_EQ(o.request_cost, 0u);
+  EXPECT_TRUE(*ApplyRemoteOption("request_cost=1M", &o));
+  EXPECT_EQ(o.request_cost, 1ull << 20);
   EXPECT_TRUE(*ApplyRemoteOption("readahead=0", &o));
   EXPECT_EQ(o.readahead, 0u);
   EXPECT_TRUE(*ApplyRemoteOption("retries=7", &o));
@@ -62,7 +67,7 @@ TEST(RemoteOptions, LeavesOtherOptionsAlone) {
 TEST(RemoteOptions, RejectsMalformedValues) {
   RemoteOptions o;
   for (const char* opt : {"cache_size=", "cache_size", "cache_size=12Q", "cache_size=-1",
-                          "block_size=1K", "block_size=1G", "retries=x", "retries=1000",
+                          "block_size=1K", "block_size=1G", "request_cost=x", "retries=x", "retries=1000",
                           "connections=0", "stall_timeout=0", "stall_timeout=fast",
                           "hf_endpoint=ftp://x", "cafile=", "cache_size=99999999999999999999T"}) {
     StatusOr<bool> r = ApplyRemoteOption(opt, &o);
@@ -96,7 +101,7 @@ TEST(RemoteOptions, LaterHeaderOfTheSameNameReplacesEarlier) {
 TEST(RemoteOptions, HelpListsEveryOption) {
   std::string help = RemoteOptionsHelp();
   for (const char* name :
-       {"cache_size=", "block_size=", "readahead=", "connections=", "retries=", "retry_delay=",
+       {"cache_size=", "block_size=", "readahead=", "connections=", "request_cost=", "retries=", "retry_delay=",
         "stall_timeout=", "connect_timeout=", "timeout=", "max_redirects=", "header=", "cafile=",
         "hf_endpoint=", "HF_TOKEN", "STFS_HTTP_HEADER"}) {
     EXPECT_NE(help.find(name), std::string::npos) << name;

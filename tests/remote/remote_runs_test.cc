@@ -2,7 +2,11 @@
 // run sets are byte-exact whatever the cache holds, requests run in
 // parallel, a fault fails the read with a Status, Shutdown ends it, and rank
 // parts read through ReadSliceRange fetch about their own bytes (a column
-// part <= 1.1x, a contiguous one <= 1.1x plus a block) by bytes_fetched.
+// part <= 1.1x, a contiguous one <= 1.1x plus a block) by bytes_fetched
+// when requests cost nothing (request_cost=0); with the default cost a part
+// of short runs is fetched in whole blocks (about a request per block, never
+// past the part's end, and the node's next rank finds them cached) while a
+// part of long runs stays exact.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -28,6 +32,7 @@ constexpr uint64_t kMiB = 1 << 20;
 
 nlohmann::json Stats(const ByteSource& source) { return nlohmann::json::parse(source.StatsJson()); }
 uint64_t Fetched(const ByteSource& source) { return Stats(source)["bytes_fetched"].get<uint64_t>(); }
+uint64_t Requests(const ByteSource& source) { return Stats(source)["requests"].get<uint64_t>(); }
 
 // Random runs inside [0, size): short and long, close and far, sorted or not.
 std::vector<std::pair<uint64_t, size_t>> RandomRuns(std::mt19937_64& rng, uint64_t size) {
@@ -75,6 +80,12 @@ class RemoteRuns : public testing::NginxTest {
     if (HasFatalFailure()) return;
     file_ = FileWithTensorSizes({(9 << 20) + 5, 16 << 20, 3 << 20});
     root_.Write("f.safetensors", file_);
+  }
+  // Fetches exactly, whatever a request costs.
+  static RemoteOptions ExactOptions() {
+    RemoteOptions options = TestOptions();
+    options.request_cost = 0;
+    return options;
   }
   std::string file_;
 };
@@ -195,6 +206,28 @@ TEST_F(RemoteRunFaults, AFaultAmongTheRequestsFailsTheReadAndTheSourceRecovers) 
   EXPECT_EQ(CheckRuns(*source, file_, SpreadRuns()), "");
 }
 
+TEST_F(RemoteRunFaults, AFaultWhileFetchingWholeBlocksFailsTheReadAndTheSourceRecovers) {
+  RemoteOptions options = TestOptions();  // the default request_cost: 1 KiB runs go in blocks
+  options.retries = 0;
+  auto source = Open(proxy_->Url("/f.safetensors"), options);
+  ASSERT_NE(source, nullptr);
+  std::vector<std::pair<uint64_t, size_t>> runs;  // 8 MiB of rows of 1 KiB, 8 KiB apart
+  for (uint64_t i = 0; i < 1024; ++i) runs.emplace_back(300000 + i * 8192, 1024);
+  for (const char* fault : {"fault=reset_mid&every=2", "fault=short_body&every=1", "fault=status&status=500&every=1",
+                            "fault=wrong_range&every=1"}) {
+    SCOPED_TRACE(fault);
+    proxy_->Set(fault);
+    const std::string result = CheckRuns(*source, file_, runs);
+    EXPECT_NE(result, "");
+    EXPECT_EQ(result.find("differs"), std::string::npos) << result;  // an error, not wrong bytes
+  }
+  proxy_->Set("fault=none");
+  const uint64_t requests_before = Requests(*source);
+  EXPECT_EQ(CheckRuns(*source, file_, runs), "");  // no failed block stays behind
+  EXPECT_LE(Requests(*source) - requests_before, 10u);
+  EXPECT_EQ(Stats(*source)["in_flight"].get<uint64_t>(), 0u);
+}
+
 TEST_F(RemoteRunFaults, ShutdownEndsAReadWhoseRequestsHang) {
   auto source = Open(proxy_->Url("/f.safetensors"), TestOptions());
   ASSERT_NE(source, nullptr);
@@ -235,10 +268,10 @@ double PartAmplification(const ByteSource& source, const std::string& file, uint
   return static_cast<double>(Fetched(source) - before) / static_cast<double>(got.size());
 }
 
-TEST_F(RemoteRuns, AColumnPartFetchesAtMostATenthMoreThanItsBytes) {
+TEST_F(RemoteRuns, AColumnPartFetchesAtMostATenthMoreThanItsBytesWhenRequestsCostNothing) {
   for (uint64_t cols : {64ull << 10, 16ull << 10}) {  // runs of 8 KiB 56 KiB apart; 2 KiB 14 KiB apart
     SCOPED_TRACE("cols " + std::to_string(cols));
-    auto source = Open(nginx_->Url("/f.safetensors"), TestOptions());
+    auto source = Open(nginx_->Url("/f.safetensors"), ExactOptions());
     ASSERT_NE(source, nullptr);
     uint64_t part = 0;
     const double amplification = PartAmplification(*source, file_, cols, 8, "3@1", &part);
@@ -249,7 +282,7 @@ TEST_F(RemoteRuns, AColumnPartFetchesAtMostATenthMoreThanItsBytes) {
 }
 
 TEST_F(RemoteRuns, AContiguousPartFetchesAtMostATenthAndABlockMore) {
-  auto source = Open(nginx_->Url("/f.safetensors"), TestOptions());
+  auto source = Open(nginx_->Url("/f.safetensors"), ExactOptions());
   ASSERT_NE(source, nullptr);
   uint64_t part = 0;
   // parts/2/0: the first 8 MiB of the tensor; unfenced read-ahead ran ~4 MiB past it.
@@ -258,6 +291,61 @@ TEST_F(RemoteRuns, AContiguousPartFetchesAtMostATenthAndABlockMore) {
   const double block = static_cast<double>(TestOptions().block_size);
   EXPECT_LE(amplification * static_cast<double>(part), 1.1 * static_cast<double>(part) + block);
   std::printf("contiguous part: %.3fx fetched\n", amplification);
+}
+
+TEST_F(RemoteRuns, AColumnPartOfShortRunsIsFetchedInWholeBlocksNeverPastItsEnd) {
+  RemoteOptions options = TestOptions();  // the default request_cost; 1 MiB blocks
+  std::atomic<uint64_t> furthest{0};
+  options.before_fetch_for_tests = [&](uint64_t offset, uint64_t length) {
+    uint64_t seen = furthest.load();
+    while (offset + length > seen && !furthest.compare_exchange_weak(seen, offset + length)) {
+    }
+  };
+  auto source = Open(nginx_->Url("/f.safetensors"), options);
+  ASSERT_NE(source, nullptr);
+  StatusOr<Header> header = ReadHeader(*source);
+  ASSERT_TRUE(header.ok());
+  const TensorInfo& t = header->tensors[1];
+  const uint64_t start = header->data_start() + t.begin;
+  // Tensor 1 as 2048 rows of 8 KiB; parts/8/3@1 is 1 KiB of each row (7 KiB apart).
+  const uint64_t requests_before = Requests(*source);
+  uint64_t part = 0;
+  const double amplification = PartAmplification(*source, file_, 8 << 10, 8, "3@1", &part);
+  ASSERT_EQ(part, 2 * kMiB);
+  const uint64_t requests = Requests(*source) - requests_before;
+  const uint64_t block = options.block_size;
+  const uint64_t blocks_spanned = (start + t.byte_size()) / block - start / block + 1;
+  std::printf("column part of 1 KiB runs: %.3fx fetched in %llu requests (%llu blocks spanned)\n",
+              amplification, static_cast<unsigned long long>(requests),
+              static_cast<unsigned long long>(blocks_spanned));
+  // About a request per block (the block at the part's end goes exact: a few
+  // more), against 2048 exact requests; the bound: 1.1x plus a block
+  // per run.
+  EXPECT_LE(requests, blocks_spanned + 8);
+  EXPECT_LE(amplification * static_cast<double>(part), static_cast<double>(blocks_spanned * block));
+  // Nothing fetched at or past the part's last byte's block end.
+  StatusOr<PartSpec> spec = ParsePartRank(8, "3@1");
+  ASSERT_TRUE(spec.ok());
+  StatusOr<SlicePlan> plan = PlanPart(DType::U8, {2048, 8 << 10}, *spec);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_LE(furthest.load(), SliceSourceEnd(start, *plan));
+  // The node's next rank (its own file, fenced at its own end) finds the
+  // blocks its runs share with rank 3 in the cache: only the last block's
+  // pieces (past rank 3's fence, so fetched exactly then) are fetched again.
+  const uint64_t fetched_before = Fetched(*source);
+  ASSERT_LT(PartAmplification(*source, file_, 8 << 10, 8, "2@1", &part), 1.0);
+  EXPECT_LE(Fetched(*source) - fetched_before, block);
+}
+
+TEST_F(RemoteRuns, APartOfLongRunsStaysExact) {
+  auto source = Open(nginx_->Url("/f.safetensors"), TestOptions());  // the default request_cost
+  ASSERT_NE(source, nullptr);
+  uint64_t part = 0;
+  // 32 rows of 512 KiB; parts/8/3@1: runs of 64 KiB 448 KiB apart.
+  const double amplification = PartAmplification(*source, file_, 512 << 10, 8, "3@1", &part);
+  EXPECT_EQ(part, 2 * kMiB);
+  EXPECT_LE(amplification, 1.1);
+  EXPECT_GE(Stats(*source)["run_fetches"].get<uint64_t>(), 32u);
 }
 
 }  // namespace
