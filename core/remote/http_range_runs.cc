@@ -174,10 +174,13 @@ struct BlockWay {
 // plus request_cost per request starting in it; one request for all its
 // pieces (their span, gaps included) costs the span plus one request; the
 // whole block its length plus one request. A block is fetched whole when
-// that is cheaper than exactly and not much more than its span (the rest
-// caches the rows between the runs for the node's other readers); else as a
-// span when that is cheaper than exactly. Returns the blocks not fetched
-// exactly, ascending.
+// that costs at most an eighth of a block more than exactly, even where its
+// span would be cheaper still: the rest is what the reader's next read
+// (which starts in the same block) and the node's other ranks of the same
+// rows want, and bytes fetched exactly are not cached (a rank of runs so
+// short that the exact plan takes whole rows would otherwise fetch them
+// again for the next rank). Else a block goes as a span when that is
+// cheaper than exactly. Returns the blocks not fetched exactly, ascending.
 std::vector<BlockWay> WeighBlocks(const std::vector<Missing>& missing, const std::vector<Request>& exact,
                                   uint64_t block_size, uint64_t object_size, uint64_t fence,
                                   uint64_t request_cost) {
@@ -217,8 +220,7 @@ std::vector<BlockWay> WeighBlocks(const std::vector<Missing>& missing, const std
     const uint64_t offset = c.index * block_size;
     const uint64_t length = std::min(block_size, object_size - offset);
     const uint64_t span = c.span_end - c.span_begin;
-    const bool whole = offset + length <= fence && length + request_cost < c.exact &&
-                       length - span <= length / 8;
+    const bool whole = offset + length <= fence && length + request_cost <= c.exact + length / 8;
     const bool as_span = span + request_cost < c.exact;
     if (whole || as_span) ways.push_back(BlockWay{c.index, whole, as_span});
   }
