@@ -65,7 +65,7 @@ class PinnedBytes {
   // For sources: a buffer of `length` bytes owned by this object, to be
   // filled by the caller and added with Add.
   char* OwnBuffer(size_t length) {
-    owned_ = std::make_unique<char[]>(length);
+    owned_.reset(new char[length]);  // not zeroed: the caller fills it
     return owned_.get();
   }
 

@@ -1,5 +1,7 @@
 // The `stfs` command: mount a safetensors source (mount_options.cc parses,
 // serve.cc mounts), or inspect its header.
+#include <malloc.h>
+
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -131,6 +133,12 @@ int Main(int argc, char** argv) {
 }  // namespace stfs
 
 int main(int argc, char** argv) {
+  // Buffers of 128 KiB and more (FUSE replies, header copies) are mapped and
+  // unmapped on free. glibc would otherwise raise this threshold after the
+  // first free of such a buffer and keep later ones in per-thread arenas: up
+  // to a 1 MiB reply per FUSE thread held for the daemon's life, outside
+  // every budget. Setting it fixes the threshold (mallopt(3)).
+  mallopt(M_MMAP_THRESHOLD, 128 << 10);
   try {
     return stfs::Main(argc, argv);
   } catch (const std::exception& e) {
