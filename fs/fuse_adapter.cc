@@ -283,10 +283,12 @@ bool TrySpliceReply(fuse_req_t req, const Context& ctx, fuse_ino_t ino, size_t s
   fuse_bufvec buf = FUSE_BUFVEC_INIT(window->length);
   buf.buf[0].flags = FUSE_BUF_IS_FD;
   buf.buf[0].fd = pipe.read_end();
+  // Counted before the reply: once it is written the reader may read
+  // __stats__ and must find its bytes there. (A reply the kernel refuses,
+  // e.g. an interrupted reader, is then counted as served.)
+  ctx.fs->CountRead(window->length);
   if (fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE) != 0) {
     pipe.Reset();  // the reply may have left bytes behind
-  } else {
-    ctx.fs->CountRead(window->length);
   }
   return true;
 }
