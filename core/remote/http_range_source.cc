@@ -189,6 +189,7 @@ Status HttpRangeSource::ReadThroughCache(uint64_t offset, size_t length, char* d
     // which the next small reads reuse. "Large" is a whole FUSE request (the
     // kernel splits a 1 MiB pread into 128-512 KiB requests, in sequence).
     // A stream's small tail (the last pages of an unaligned pread) goes with it.
+    const bool large = length >= std::min<uint64_t>(block_size_ / 4, kExactReadMin);
     const bool exact = position.bytes_before < block_size_ &&
                        position.bytes_before + length >= std::min<uint64_t>(block_size_ / 4, kExactReadMin);
     touched.reserve(last - first + 1);
@@ -201,10 +202,18 @@ Status HttpRangeSource::ReadThroughCache(uint64_t offset, size_t length, char* d
       // A block reaching past the fence is not fetched whole: only the
       // read's bytes of it (the file's bytes end at the fence).
       const bool past_fence = block_offset + block_length > hint.fence;
+      // A stream that reaches a block it has not cached in the block's middle
+      // has read (or skipped, at its start) the bytes before: fetching the
+      // block whole would fetch those again. Its reads take their own bytes
+      // until the next block edge, where whole blocks start (a part that
+      // begins mid-block: 1.17x fetched with 4 MiB blocks, else).
+      const bool stream_mid_block = position.reads_before >= 1 && index == first &&
+                                    offset > block_offset && large;
       BlockCache::Found found;
-      t.block = exact || past_fence ? cache_->FindExisting(owner_, index, &found)
-                                    : cache_->Acquire(owner_, index, block_offset, block_length,
-                                                      /*prefetch=*/false, &found);
+      t.block = exact || past_fence || stream_mid_block
+                    ? cache_->FindExisting(owner_, index, &found)
+                    : cache_->Acquire(owner_, index, block_offset, block_length,
+                                      /*prefetch=*/false, &found);
       t.mine = found == BlockCache::Found::kCreated;
       if (found == BlockCache::Found::kNoRoom) no_room_.fetch_add(1, std::memory_order_relaxed);
       if (found == BlockCache::Found::kReady) {

@@ -15,6 +15,7 @@
 
 #include "core/header.h"
 #include "core/pinned_read.h"
+#include "core/remote/http_range_source.h"
 #include "tests/remote/remote_test_util.h"
 
 namespace stfs {
@@ -405,6 +406,38 @@ TEST_F(RemoteSource, ReadaheadStopsAtTheReadersFence) {
   EXPECT_EQ(FetchedUpTo(log), fence);
   nlohmann::json stats = nlohmann::json::parse(source.StatsJson());
   EXPECT_GT(stats["readahead_blocks"].get<uint64_t>(), 0u) << stats.dump();
+}
+
+TEST_F(RemoteSource, AStreamStartingMidBlockFetchesEachOfItsBytesOnce) {
+  const uint64_t data = OpenOneTensor("mid.safetensors", 32);
+  ASSERT_NE(data, 0u);
+  const std::string& file = file_;
+  const ByteSource& source = *source_;
+  // A part that starts in the middle of a block and ends at a block edge,
+  // scanned in 128 KiB reads: the bytes before it are not its own, and the
+  // bytes it read exactly (before it earned whole blocks) are not fetched again.
+  const uint64_t start = (data + (3 << 20)) / (1 << 20) * (1 << 20) + (640 << 10);
+  const uint64_t fence = start - (640 << 10) + (10 << 20);
+  for (uint64_t off = start; off < fence; off += 131072) {
+    size_t length = static_cast<size_t>(std::min<uint64_t>(131072, fence - off));
+    ASSERT_EQ(CheckHintedRead(source, file, off, length, ReadHint{1, fence}), "");
+  }
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (const LoggedRequest& r : Logged()) {
+    uint64_t a, b;
+    ASSERT_TRUE(ParseRangeHeader(r.range, &a, &b)) << r.range;
+    if (b <= kProbeBytes) continue;  // the first request (header)
+    EXPECT_GE(a, start) << r.range;
+    EXPECT_LE(b, fence) << r.range;
+    ranges.emplace_back(a, b);
+  }
+  std::sort(ranges.begin(), ranges.end());
+  uint64_t fetched = 0;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    fetched += ranges[i].second - ranges[i].first;
+    if (i > 0) EXPECT_LE(ranges[i - 1].second, ranges[i].first) << "fetched twice near " << ranges[i].first;
+  }
+  EXPECT_EQ(fetched, fence - start);
 }
 
 TEST_F(RemoteSource, SendsIfMatchWithTheFirstETag) {
