@@ -337,6 +337,24 @@ TEST_F(RemoteRuns, AColumnPartOfShortRunsIsFetchedInWholeBlocksNeverPastItsEnd) 
   EXPECT_LE(Fetched(*source) - fetched_before, block);
 }
 
+TEST_F(RemoteRuns, BlocksWithoutRoomInTheCacheAreFetchedExactlyAndByteExact) {
+  RemoteOptions options = TestOptions();
+  // 1 MiB for 256 KiB blocks and the connections' 256 KiB receive buffers.
+  options.cache_size = 1 << 20;
+  options.block_size = 256 << 10;
+  options.readahead = 0;
+  auto source = Open(nginx_->Url("/f.safetensors"), options);
+  ASSERT_NE(source, nullptr);
+  uint64_t part = 0;
+  // Reads of 128 KiB of a part of 1 KiB runs span 1 MiB of rows, 4 blocks:
+  // some find no room and go exact (or as one span); every byte is checked.
+  PartAmplification(*source, file_, 8 << 10, 8, "3@1", &part);
+  EXPECT_EQ(part, 2 * kMiB);
+  nlohmann::json stats = Stats(*source);
+  EXPECT_GT(stats["no_room"].get<uint64_t>(), 0u);
+  EXPECT_EQ(stats["in_flight"].get<uint64_t>(), 0u);
+}
+
 TEST_F(RemoteRuns, APartOfLongRunsStaysExact) {
   auto source = Open(nginx_->Url("/f.safetensors"), TestOptions());  // the default request_cost
   ASSERT_NE(source, nullptr);
