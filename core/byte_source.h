@@ -23,6 +23,7 @@ namespace stfs {
 struct ReadHint {
   uint64_t stream = 0;          // the open file reading (0: unknown); read-ahead is tracked per stream
   uint64_t fence = UINT64_MAX;  // source offset the file's bytes end at: never read ahead past it
+  uint64_t start = 0;           // source offset the file's bytes begin at: bytes before are not its own
 };
 
 // One piece of a gathered read: `length` source bytes at `offset` into `dst`.

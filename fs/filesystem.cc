@@ -475,7 +475,7 @@ StatusOr<size_t> Filesystem::ReadTensorData(InodeId data_ino, uint64_t offset, s
   ASSIGN_OR_RETURN(SourceWindow window, DataWindow(data_ino, offset, length));
   if (window.length == 0) return size_t{0};
   const CatalogueTensor& tensor = catalogue_.tensors()[Find(data_ino)->tensor_index];
-  const ReadHint hint{stream, catalogue_.FileOffset(tensor) + tensor.info.byte_size()};
+  const ReadHint hint{stream, catalogue_.FileOffset(tensor) + tensor.info.byte_size(), catalogue_.FileOffset(tensor)};
   Status status = ReadExactly(*window.source, window.offset, window.length, dst, hint);
   if (!status.ok()) {
     CountReadError();
@@ -492,7 +492,8 @@ StatusOr<PinnedBytes> Filesystem::LendData(const FileHandle& file, uint64_t offs
   if (lender == nullptr) return Status::NotSupported("the source lends no memory");
   if (window.length == 0) return PinnedBytes();
   const CatalogueTensor& tensor = catalogue_.tensors()[Find(file.ino)->tensor_index];
-  const ReadHint hint{file.stream, catalogue_.FileOffset(tensor) + tensor.info.byte_size()};
+  const ReadHint hint{file.stream, catalogue_.FileOffset(tensor) + tensor.info.byte_size(),
+                      catalogue_.FileOffset(tensor)};
   StatusOr<PinnedBytes> bytes = lender->ReadPinned(window.offset, window.length, hint);
   if (!bytes.ok()) {
     CountReadError();

@@ -99,7 +99,7 @@ StatusOr<size_t> Filesystem::ReadSliceFile(const SliceView& view, SliceRole role
   }
   const CatalogueTensor& tensor = catalogue_.tensors()[view.tensor_index];
   const uint64_t tensor_start = catalogue_.FileOffset(tensor);
-  const ReadHint hint{stream, SliceSourceEnd(tensor_start, view.plan)};
+  const ReadHint hint{stream, SliceSourceEnd(tensor_start, view.plan), tensor_start + view.plan.base_offset};
   StatusOr<size_t> n =
       ReadSliceRange(*catalogue_.ShardOf(tensor).source, tensor_start, view.plan, offset, length, dst, hint);
   if (!n.ok()) {

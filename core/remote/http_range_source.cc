@@ -199,9 +199,10 @@ Status HttpRangeSource::ReadThroughCache(uint64_t offset, size_t length, char* d
       Touched t;
       t.from = std::max(offset, block_offset);
       t.to = std::min(end, block_offset + block_length);
-      // A block reaching past the fence is not fetched whole: only the
-      // read's bytes of it (the file's bytes end at the fence).
-      const bool past_fence = block_offset + block_length > hint.fence;
+      // A block reaching past the fence, or beginning before the file's
+      // start, is not fetched whole: only the read's bytes of it (the rest
+      // is not the file's; a 16 KiB tensor would fetch a 4 MiB block).
+      const bool past_fence = block_offset + block_length > hint.fence || block_offset < hint.start;
       // A stream that reaches a block it has not cached in the block's middle
       // has read (or skipped, at its start) the bytes before: fetching the
       // block whole would fetch those again. Its reads take their own bytes
