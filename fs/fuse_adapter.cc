@@ -44,6 +44,7 @@
 #include <thread>
 #include <vector>
 
+#include "fs/handle_table.h"
 #include "fs/mount_util.h"
 #include "fs/splice_pipe.h"
 
@@ -79,6 +80,8 @@ struct ReadyState {
   bool loop_done = false;
 };
 
+struct DirHandle;
+
 struct Context {
   const Filesystem* fs;
   const ServeOptions* options;
@@ -88,6 +91,10 @@ struct Context {
   // The kernel takes ENOSYS from opendir as "never send OPENDIR/RELEASEDIR
   // again" (FUSE_CAP_NO_OPENDIR_SUPPORT): listings need no handle here.
   bool zero_message_opendir = false;
+  // Open files' and directories' handles (freed at RELEASE, or with the
+  // session when it ends first).
+  HandleTable<FileHandle> files;
+  HandleTable<DirHandle> dirs;
 };
 
 Context& Ctx(fuse_req_t req) { return *static_cast<Context*>(fuse_req_userdata(req)); }
@@ -233,14 +240,13 @@ void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     }
     // Every open file gets its handle: it carries the stream a remote source
     // keys read-ahead by (and, for a slice view's files, pins the view).
-    auto handle = std::make_unique<FileHandle>(std::move(*file));
-    fi->fh = reinterpret_cast<uint64_t>(handle.get());
-    if (fuse_reply_open(req, fi) == 0) handle.release();
+    fi->fh = ctx.files.Add(std::make_unique<FileHandle>(std::move(*file)));
+    if (fuse_reply_open(req, fi) != 0) ctx.files.Remove(fi->fh);  // the kernel will not release it
   });
 }
 
 void OnRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  delete reinterpret_cast<FileHandle*>(fi->fh);
+  Ctx(req).files.Remove(fi->fh);
   fuse_reply_err(req, 0);
 }
 
@@ -378,11 +384,10 @@ void OnOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       return (void)fuse_reply_err(req, made.status().code() == StatusCode::kInvalidArgument
                                            ? ENOTDIR : ErrnoFromStatus(made.status()));
     }
-    auto handle = std::make_unique<DirHandle>(std::move(*made));
-    fi->fh = reinterpret_cast<uint64_t>(handle.get());
+    fi->fh = ctx.dirs.Add(std::make_unique<DirHandle>(std::move(*made)));
     fi->cache_readdir = 1;
     fi->keep_cache = 1;
-    if (fuse_reply_open(req, fi) == 0) handle.release();
+    if (fuse_reply_open(req, fi) != 0) ctx.dirs.Remove(fi->fh);  // the kernel will not release it
   });
 }
 
@@ -438,7 +443,7 @@ void OnReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
 }
 
 void OnReleasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  delete reinterpret_cast<DirHandle*>(fi->fh);
+  Ctx(req).dirs.Remove(fi->fh);
   fuse_reply_err(req, 0);
 }
 
