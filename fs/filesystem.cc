@@ -474,9 +474,7 @@ StatusOr<size_t> Filesystem::ReadTensorData(InodeId data_ino, uint64_t offset, s
                                             uint64_t stream) const {
   ASSIGN_OR_RETURN(SourceWindow window, DataWindow(data_ino, offset, length));
   if (window.length == 0) return size_t{0};
-  const CatalogueTensor& tensor = catalogue_.tensors()[Find(data_ino)->tensor_index];
-  const ReadHint hint{stream, catalogue_.FileOffset(tensor) + tensor.info.byte_size(), catalogue_.FileOffset(tensor)};
-  Status status = ReadExactly(*window.source, window.offset, window.length, dst, hint);
+  Status status = ReadExactly(*window.source, window.offset, window.length, dst, DataHint(data_ino, stream));
   if (!status.ok()) {
     CountReadError();
     return status;
@@ -485,16 +483,19 @@ StatusOr<size_t> Filesystem::ReadTensorData(InodeId data_ino, uint64_t offset, s
   return window.length;
 }
 
+ReadHint Filesystem::DataHint(InodeId data_ino, uint64_t stream) const {
+  const CatalogueTensor& tensor = catalogue_.tensors()[Find(data_ino)->tensor_index];
+  const uint64_t start = catalogue_.FileOffset(tensor);
+  return ReadHint{stream, start + tensor.info.byte_size(), start};
+}
+
 StatusOr<PinnedBytes> Filesystem::LendData(const FileHandle& file, uint64_t offset, size_t length) const {
   if (file.view != nullptr) return Status::NotSupported("a slice view's bytes are gathered");
   ASSIGN_OR_RETURN(SourceWindow window, DataWindow(file.ino, offset, length));
   const auto* lender = dynamic_cast<const PinnedReadable*>(window.source);
   if (lender == nullptr) return Status::NotSupported("the source lends no memory");
   if (window.length == 0) return PinnedBytes();
-  const CatalogueTensor& tensor = catalogue_.tensors()[Find(file.ino)->tensor_index];
-  const ReadHint hint{file.stream, catalogue_.FileOffset(tensor) + tensor.info.byte_size(),
-                      catalogue_.FileOffset(tensor)};
-  StatusOr<PinnedBytes> bytes = lender->ReadPinned(window.offset, window.length, hint);
+  StatusOr<PinnedBytes> bytes = lender->ReadPinned(window.offset, window.length, DataHint(file.ino, file.stream));
   if (!bytes.ok()) {
     CountReadError();
     return bytes;

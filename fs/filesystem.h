@@ -275,6 +275,9 @@ class Filesystem {
   // (not only `slices/`) gets bounded, canonical views from here.
   std::shared_ptr<const SliceView> ViewOf(InodeId parent_dir, size_t tensor_index, SlicePlan plan) const;
   // Reads a tensor's `data` (node `data_ino`) from its shard.
+  // What a read of tensor `data` node `data_ino` tells its source: the
+  // reader's stream and the tensor's bytes in the shard.
+  ReadHint DataHint(InodeId data_ino, uint64_t stream) const;
   // `stream` is the reading FileHandle's (ReadHint::stream).
   StatusOr<size_t> ReadTensorData(InodeId data_ino, uint64_t offset, size_t length, char* dst,
                                   uint64_t stream) const;

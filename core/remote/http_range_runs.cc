@@ -24,8 +24,9 @@
 // one request for the span of its pieces (gaps into scratch). A block that
 // costs less whole is fetched through the cache (pinned, created by this
 // read, completed on every path), where the part's next reads and the
-// node's other ranks of the same rows find it. Blocks reaching past the
-// fence and blocks the cache has no room for go exact or as one span;
+// node's other ranks of the same rows find it. Blocks reaching outside the
+// file (before ReadHint::start or past ReadHint::fence) and blocks the cache
+// has no room for go exact or as one span;
 // request_cost=0 always fetches exactly.
 // A single run (a tensor's `data`, a contiguous part, most slice reads) goes
 // the usual way through the block cache and read-ahead (Read), fenced
@@ -165,7 +166,7 @@ Status FetchRequest(RangeFetcher& fetcher, BlockCache& cache, const std::vector<
 // How a block holding missing pieces is fetched when not exactly.
 struct BlockWay {
   uint64_t index;
-  bool whole;  // the whole block, through the cache (never past the fence)
+  bool whole;  // the whole block, through the cache (never outside the file: BlockInsideFile)
   bool span;   // else (or when the cache has no room) its pieces in one request
 };
 
@@ -182,7 +183,7 @@ struct BlockWay {
 // again for the next rank). Else a block goes as a span when that is
 // cheaper than exactly. Returns the blocks not fetched exactly, ascending.
 std::vector<BlockWay> WeighBlocks(const std::vector<Missing>& missing, const std::vector<Request>& exact,
-                                  uint64_t block_size, uint64_t object_size, uint64_t fence,
+                                  uint64_t block_size, uint64_t object_size, const ReadHint& hint,
                                   uint64_t request_cost) {
   std::vector<BlockWay> ways;
   if (request_cost == 0 || missing.empty()) return ways;
@@ -220,7 +221,7 @@ std::vector<BlockWay> WeighBlocks(const std::vector<Missing>& missing, const std
     const uint64_t offset = c.index * block_size;
     const uint64_t length = std::min(block_size, object_size - offset);
     const uint64_t span = c.span_end - c.span_begin;
-    const bool whole = offset + length <= fence && length + request_cost <= c.exact + length / 8;
+    const bool whole = BlockInsideFile(offset, length, hint) && length + request_cost <= c.exact + length / 8;
     const bool as_span = span + request_cost < c.exact;
     if (whole || as_span) ways.push_back(BlockWay{c.index, whole, as_span});
   }
@@ -372,8 +373,7 @@ Status HttpRangeSource::ReadManyRuns(std::span<const ByteRun> runs, const ReadHi
         std::sort(missing.begin(), missing.end(), by_offset);
       }
       std::vector<Request> requests = PlanRequests(missing, block_size_);
-      const std::vector<BlockWay> ways = WeighBlocks(missing, requests, block_size_, size_, hint.fence,
-                                                     request_cost_);
+      const std::vector<BlockWay> ways = WeighBlocks(missing, requests, block_size_, size_, hint, request_cost_);
       // Runs of consecutive blocks this read created, each one request, at
       // most 1/connections of the blocks long so that they run in parallel.
       std::vector<std::vector<std::shared_ptr<CachedBlock>>> block_runs;

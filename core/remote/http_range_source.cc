@@ -189,9 +189,9 @@ Status HttpRangeSource::ReadThroughCache(uint64_t offset, size_t length, char* d
     // which the next small reads reuse. "Large" is a whole FUSE request (the
     // kernel splits a 1 MiB pread into 128-512 KiB requests, in sequence).
     // A stream's small tail (the last pages of an unaligned pread) goes with it.
-    const bool large = length >= std::min<uint64_t>(block_size_ / 4, kExactReadMin);
-    const bool exact = position.bytes_before < block_size_ &&
-                       position.bytes_before + length >= std::min<uint64_t>(block_size_ / 4, kExactReadMin);
+    const uint64_t large_read = std::min<uint64_t>(block_size_ / 4, kExactReadMin);
+    const bool large = length >= large_read;
+    const bool exact = position.bytes_before < block_size_ && position.bytes_before + length >= large_read;
     touched.reserve(last - first + 1);
     for (uint64_t index = first; index <= last; ++index) {
       uint64_t block_offset = index * block_size_;
@@ -199,10 +199,9 @@ Status HttpRangeSource::ReadThroughCache(uint64_t offset, size_t length, char* d
       Touched t;
       t.from = std::max(offset, block_offset);
       t.to = std::min(end, block_offset + block_length);
-      // A block reaching past the fence, or beginning before the file's
-      // start, is not fetched whole: only the read's bytes of it (the rest
-      // is not the file's; a 16 KiB tensor would fetch a 4 MiB block).
-      const bool past_fence = block_offset + block_length > hint.fence || block_offset < hint.start;
+      // A block reaching outside the file's bytes is not fetched whole: only
+      // the read's bytes of it (a 16 KiB tensor would fetch a 4 MiB block).
+      const bool outside_file = !BlockInsideFile(block_offset, block_length, hint);
       // A stream that reaches a block it has not cached in the block's middle
       // has read (or skipped, at its start) the bytes before: fetching the
       // block whole would fetch those again. Its reads take their own bytes
@@ -211,7 +210,7 @@ Status HttpRangeSource::ReadThroughCache(uint64_t offset, size_t length, char* d
       const bool stream_mid_block = position.reads_before >= 1 && index == first &&
                                     offset > block_offset && large;
       BlockCache::Found found;
-      t.block = exact || past_fence || stream_mid_block
+      t.block = exact || outside_file || stream_mid_block
                     ? cache_->FindExisting(owner_, index, &found)
                     : cache_->Acquire(owner_, index, block_offset, block_length,
                                       /*prefetch=*/false, &found);

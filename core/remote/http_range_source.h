@@ -38,6 +38,13 @@ namespace stfs {
 // Bytes asked for by the first request (format.md "Remote headers").
 inline constexpr uint64_t kProbeBytes = 100'000;
 
+// Whether block [offset, offset+length) lies within the bytes of the file
+// being read (ReadHint::start to ReadHint::fence): only such a block is ever
+// fetched whole, by a single read or a gathered one.
+inline bool BlockInsideFile(uint64_t offset, uint64_t length, const ReadHint& hint) {
+  return offset >= hint.start && offset + length <= hint.fence;
+}
+
 class HttpRangeSource final : public ByteSource, public PinnedReadable {
  public:
   // `prefix` is what fetcher->Probe returned.

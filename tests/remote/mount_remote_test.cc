@@ -61,33 +61,9 @@ class RemoteMount : public NginxMountTest {
     return nginx_->Requests();
   }
 
-  // Reads `path` with read(2); returns the bytes, or sets *err to the errno.
-  static std::string ReadFile(const std::string& path, int* err, uint64_t offset = 0,
-                              size_t length = SIZE_MAX) {
-    *err = 0;
-    int fd = ::open(path.c_str(), O_RDONLY);
-    if (fd < 0) {
-      *err = errno;
-      return "";
-    }
-    std::string out;
-    char buf[1 << 16];
-    while (out.size() < length) {
-      ssize_t n = ::pread(fd, buf, std::min(sizeof buf, length - out.size()), offset + out.size());
-      if (n < 0) {
-        *err = errno;
-        break;
-      }
-      if (n == 0) break;
-      out.append(buf, static_cast<size_t>(n));
-    }
-    ::close(fd);
-    return out;
-  }
-
   nlohmann::json Stats(const std::string& mnt) {
     int err = 0;
-    std::string text = ReadFile(mnt + "/__stats__", &err);
+    std::string text = PreadFile(mnt + "/__stats__", &err);
     EXPECT_EQ(err, 0) << std::strerror(err);
     return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   }
@@ -107,7 +83,7 @@ TEST_F(RemoteMount, ServesEveryTensorByteForByte) {
   ExpectRootListing(mnt, tensors);
   for (const TestTensor& t : tensors) ExpectTensorServed(mnt, t);
   int err = 0;
-  EXPECT_EQ(ReadFile(mnt + "/__metadata__", &err), "{\"format\":\"pt\"}\n");
+  EXPECT_EQ(PreadFile(mnt + "/__metadata__", &err), "{\"format\":\"pt\"}\n");
 }
 
 TEST_F(RemoteMount, InspectOfASmallHeaderIsOneRequest) {
@@ -148,18 +124,18 @@ TEST_F(RemoteMount, ServerErrorsAreEioAndTheMountStaysUp) {
                               {"-o", "retries=1,retry_delay=10ms,block_size=1M"});
   ASSERT_FALSE(mnt.empty());
   int err = 0;
-  EXPECT_EQ(ReadFile(mnt + "/a/data", &err), tensors[0].bytes);
+  EXPECT_EQ(PreadFile(mnt + "/a/data", &err), tensors[0].bytes);
   proxy_->Set("fault=status&status=503");
   // (b's first bytes share a block with a's last ones, which is cached.)
-  ReadFile(mnt + "/b/data", &err, 2 * kMiB, 4096);
+  PreadFile(mnt + "/b/data", &err, 2 * kMiB, 4096);
   EXPECT_EQ(err, EIO) << std::strerror(err);
   // Still mounted and answering: metadata, cached data, the stats file.
   EXPECT_TRUE(IsMounted(mnt));
-  EXPECT_EQ(ReadFile(mnt + "/b/dtype", &err), "U8\n");
-  EXPECT_EQ(ReadFile(mnt + "/a/data", &err, kMiB, 1000), tensors[0].bytes.substr(kMiB, 1000));
+  EXPECT_EQ(PreadFile(mnt + "/b/dtype", &err), "U8\n");
+  EXPECT_EQ(PreadFile(mnt + "/a/data", &err, kMiB, 1000), tensors[0].bytes.substr(kMiB, 1000));
   EXPECT_GE(Stats(mnt)["source"]["failures"].get<uint64_t>(), 1u);
   proxy_->Set("fault=none");
-  EXPECT_EQ(ReadFile(mnt + "/b/data", &err), tensors[1].bytes);
+  EXPECT_EQ(PreadFile(mnt + "/b/data", &err), tensors[1].bytes);
   EXPECT_EQ(err, 0);
 }
 
@@ -170,17 +146,17 @@ TEST_F(RemoteMount, ReplacedObjectIsEstaleAndTheMountStaysUp) {
   std::string mnt = MountFile(url, {"-o", "block_size=1M"});
   ASSERT_FALSE(mnt.empty());
   int err = 0;
-  EXPECT_EQ(ReadFile(mnt + "/a/data", &err), tensors[0].bytes);
+  EXPECT_EQ(PreadFile(mnt + "/a/data", &err), tensors[0].bytes);
   std::vector<TestTensor> other = {{"a", DType::U8, {2 * kMiB}, ""},
                                    {"b", DType::U8, {6 * kMiB}, ""}};
   std::string tmp = WriteSource(BuildSafetensors(other), "model.safetensors.new");
   timespec times[2] = {{0, UTIME_OMIT}, {time(nullptr) + 3600, 0}};
   ASSERT_EQ(utimensat(AT_FDCWD, tmp.c_str(), times, 0), 0);
   ASSERT_EQ(std::rename(tmp.c_str(), (dir_.path() + "/model.safetensors").c_str()), 0);
-  ReadFile(mnt + "/b/data", &err, 4 * kMiB, 4096);
+  PreadFile(mnt + "/b/data", &err, 4 * kMiB, 4096);
   EXPECT_EQ(err, ESTALE) << std::strerror(err);
   EXPECT_TRUE(IsMounted(mnt));
-  EXPECT_EQ(ReadFile(mnt + "/a/data", &err), tensors[0].bytes);  // cached: the first version
+  EXPECT_EQ(PreadFile(mnt + "/a/data", &err), tensors[0].bytes);  // cached: the first version
   EXPECT_TRUE(Stats(mnt)["source"]["stale"].get<bool>());
 }
 
@@ -207,7 +183,7 @@ TEST_F(RemoteMount, StatsFileReportsWhatWasFetched) {
   std::string mnt = MountFile(url, {"-o", "block_size=1M"});
   ASSERT_FALSE(mnt.empty());
   int err = 0;
-  ASSERT_EQ(ReadFile(mnt + "/x/data", &err), tensors[0].bytes);
+  ASSERT_EQ(PreadFile(mnt + "/x/data", &err), tensors[0].bytes);
   nlohmann::json s = Stats(mnt);
   ASSERT_TRUE(s.is_object());
   ASSERT_TRUE(s["source"].is_object()) << s.dump();
@@ -253,14 +229,14 @@ TEST_F(RemoteMount, TrickleInsideAMountIsEioWithinTheDeadlineAndTheMountStaysUp)
   proxy_->Set("fault=trickle");
   int err = 0;
   auto start = std::chrono::steady_clock::now();
-  ReadFile(mnt + "/b/data", &err, 2 * kMiB, 4096);
+  PreadFile(mnt + "/b/data", &err, 2 * kMiB, 4096);
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(err, EIO) << std::strerror(err);
   EXPECT_LT(seconds, 12.0);
   EXPECT_TRUE(IsMounted(mnt));
   proxy_->Set("fault=none");
-  EXPECT_EQ(ReadFile(mnt + "/b/data", &err), tensors[1].bytes);
+  EXPECT_EQ(PreadFile(mnt + "/b/data", &err), tensors[1].bytes);
   EXPECT_EQ(err, 0);
 }
 

@@ -385,7 +385,9 @@ TEST_F(RemoteSource, ARandomReaderBesideAScanGetsNoReadahead) {
   for (const LoggedRequest& r : log) {
     uint64_t a, b;
     ASSERT_TRUE(ParseRangeHeader(r.range, &a, &b));
-    if (a >= region) EXPECT_EQ(b, region + (1 << 20)) << r.range;  // the region's own block only
+    if (a >= region) {
+      EXPECT_EQ(b, region + (1 << 20)) << r.range;  // the region's own block only
+    }
   }
   EXPECT_GT(FetchedUpTo(log), data + (8 << 20));  // the scan was read ahead
 }
@@ -435,7 +437,9 @@ TEST_F(RemoteSource, AStreamStartingMidBlockFetchesEachOfItsBytesOnce) {
   uint64_t fetched = 0;
   for (size_t i = 0; i < ranges.size(); ++i) {
     fetched += ranges[i].second - ranges[i].first;
-    if (i > 0) EXPECT_LE(ranges[i - 1].second, ranges[i].first) << "fetched twice near " << ranges[i].first;
+    if (i > 0) {
+      EXPECT_LE(ranges[i - 1].second, ranges[i].first) << "fetched twice near " << ranges[i].first;
+    }
   }
   EXPECT_EQ(fetched, fence - start);
 }

@@ -1,7 +1,13 @@
 // Shared remote test pieces (see remote_test_util.h).
 #include "tests/remote/remote_test_util.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <thread>
 
@@ -10,6 +16,27 @@ namespace stfs::testing {
 std::vector<LoggedRequest> NginxTest::Logged() const {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   return nginx_->Requests();
+}
+
+std::string PreadFile(const std::string& path, int* err, uint64_t offset, size_t length) {
+  *err = 0;
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) {
+    *err = errno;
+    return "";
+  }
+  std::string out;
+  char buf[1 << 16];
+  while (out.size() < length) {
+    ssize_t n = ::pread(fd, buf, std::min(sizeof buf, length - out.size()), static_cast<off_t>(offset + out.size()));
+    if (n <= 0) {
+      if (n < 0) *err = errno;
+      break;
+    }
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
 }
 
 bool ParseRangeHeader(const std::string& range, uint64_t* begin, uint64_t* end) {

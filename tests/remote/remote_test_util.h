@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,6 +57,11 @@ class NginxTest : public ::testing::Test {
 
 // Parses "bytes=A-B" into [A, B+1); false when it is not that form.
 bool ParseRangeHeader(const std::string& range, uint64_t* begin, uint64_t* end);
+
+// Reads up to `length` bytes of `path` (e.g. in a mount) from `offset` with
+// pread(2); returns them, or what came before the first failing call with
+// *err = its errno (0 when none failed).
+std::string PreadFile(const std::string& path, int* err, uint64_t offset = 0, size_t length = SIZE_MAX);
 
 // Reads [offset, offset+length) through `source` and compares with `file`
 // (the expected bytes of the whole object); returns "" or a description.

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/fs/mount_harness.h"
+#include "tests/remote/remote_test_util.h"
 #include "tests/remote/s3_mount_fixture.h"
 #include "tests/remote/s3_server.h"
 #include "tests/remote/test_servers.h"
@@ -49,7 +50,7 @@ class S3Consistency : public S3rverMountTest {
   // Reads 4 KiB of b's uncached tail: must fail with ESTALE and no bytes.
   void ExpectStaleRead(const std::string& mnt, uint64_t offset) {
     int err = 0;
-    std::string got = ReadRange(mnt + "/b/data", offset, 4096, &err);
+    std::string got = PreadFile(mnt + "/b/data", &err, offset, 4096);
     EXPECT_EQ(err, ESTALE) << std::strerror(err);
     EXPECT_EQ(got, "") << "bytes were served from a replaced object";
     EXPECT_TRUE(IsMounted(mnt));
@@ -64,14 +65,14 @@ TEST_F(S3Consistency, ReplacedObjectIsEstaleWithTheMountUpAndARemountReadsTheNew
   std::string mnt = MountFile(kLocation, {"-o", EndpointOption() + ",block_size=1M,retries=1"});
   ASSERT_FALSE(mnt.empty());
   int err = 0;
-  ASSERT_EQ(ReadRange(mnt + "/a/data", 0, 2 * kMiB, &err), first[0].bytes) << std::strerror(err);
+  ASSERT_EQ(PreadFile(mnt + "/a/data", &err, 0, 2 * kMiB), first[0].bytes) << std::strerror(err);
 
   std::vector<TestTensor> second = TwoTensors();  // same layout, other bytes
   server_->Put("models", kKey, BuildSafetensors(second));
   ExpectStaleRead(mnt, 4 * kMiB);
   ExpectStaleRead(mnt, 5 * kMiB);  // still stale: no later answer is taken either
   EXPECT_EQ(ReadWholeFile(mnt + "/b/dtype"), "U8\n");  // metadata still answers
-  EXPECT_EQ(ReadRange(mnt + "/a/data", kMiB, 1000, &err), first[0].bytes.substr(kMiB, 1000));  // cached
+  EXPECT_EQ(PreadFile(mnt + "/a/data", &err, kMiB, 1000), first[0].bytes.substr(kMiB, 1000));  // cached
   EXPECT_TRUE(Stats(mnt)["source"]["stale"].get<bool>());
 
   std::string again = MountFile(kLocation, {"-o", EndpointOption() + ",block_size=1M"});
@@ -92,7 +93,7 @@ TEST_F(S3Consistency, IfMatchRefusedByTheServerIsEstale) {
   std::string mnt = MountFile(kLocation, {"-o", endpoint + ",block_size=1M,retries=1"});
   ASSERT_FALSE(mnt.empty());
   int err = 0;
-  ASSERT_EQ(ReadRange(mnt + "/a/data", 0, 2 * kMiB, &err), first[0].bytes) << std::strerror(err);
+  ASSERT_EQ(PreadFile(mnt + "/a/data", &err, 0, 2 * kMiB), first[0].bytes) << std::strerror(err);
   nlohmann::json before = nlohmann::json::parse(proxy_->StatsJson());
   ASSERT_GE(before["requests"].get<int>(), 2);
   for (int status : before["statuses"]) EXPECT_EQ(status / 100, 2) << before.dump();
@@ -114,7 +115,7 @@ TEST_F(S3Consistency, AnswerWithAnotherEtagIsEstaleNeverItsBytes) {
   std::string mnt = MountFile(kLocation, {"-o", endpoint + ",block_size=1M,retries=1"});
   ASSERT_FALSE(mnt.empty());
   int err = 0;
-  ASSERT_EQ(ReadRange(mnt + "/a/data", 0, 2 * kMiB, &err), tensors[0].bytes) << std::strerror(err);
+  ASSERT_EQ(PreadFile(mnt + "/a/data", &err, 0, 2 * kMiB), tensors[0].bytes) << std::strerror(err);
   proxy_->Set("fault=etag&etag=%220123456789abcdef0123456789abcdef%22");
   ExpectStaleRead(mnt, 4 * kMiB);
   EXPECT_GE(proxy_->Requests(), 1);

@@ -37,30 +37,6 @@ class S3rverMountTest : public MountTest {
   // The -o option that points stfs at this server.
   std::string EndpointOption() const { return "endpoint=" + server_->endpoint().url; }
 
-  // Reads `length` bytes of `path` from `offset` with pread(2); returns
-  // them, or what came before the first failing call with *err = its errno
-  // (0 when none failed).
-  static std::string ReadRange(const std::string& path, uint64_t offset, size_t length, int* err) {
-    *err = 0;
-    int fd = ::open(path.c_str(), O_RDONLY);
-    if (fd < 0) {
-      *err = errno;
-      return "";
-    }
-    std::string out;
-    char buf[1 << 16];
-    while (out.size() < length) {
-      ssize_t n = ::pread(fd, buf, std::min(sizeof buf, length - out.size()), offset + out.size());
-      if (n <= 0) {
-        if (n < 0) *err = errno;
-        break;
-      }
-      out.append(buf, static_cast<size_t>(n));
-    }
-    ::close(fd);
-    return out;
-  }
-
   std::unique_ptr<S3rverServer> server_;
 };
 
