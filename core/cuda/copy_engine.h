@@ -19,9 +19,11 @@
 //
 // Errors drain: Finish(stream, /*synchronize=*/true) returns only once no
 // copy queued on any lane can still run (even copies of an Enqueue that
-// failed half-way); the pipeline calls it so after any error.
+// failed half-way); the pipeline calls it so after any error, and Drain
+// before it frees its staging buffers.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -79,6 +81,10 @@ class CopyEngine {
   // reports an error. Called after every Begin, with synchronize after an
   // error.
   virtual Status Finish(void* stream, bool synchronize) = 0;
+  // Blocks until no copy queued on any lane can still run, whatever fails
+  // on the way (a failed event wait falls back to draining the lane's
+  // queue). Staging buffers are freed only after this.
+  virtual void Drain() = 0;
 
   // Copies `bytes` from destination memory back to host memory (tests,
   // verification); blocks.
@@ -91,6 +97,9 @@ struct HostEngineFaults {
   int64_t fail_enqueue = -1;  // queues the first half of its copies, then fails
   int64_t fail_wait = -1;     // fails at once, without waiting for the lane
   int64_t fail_finish = -1;   // waits as asked, then fails
+  // While this holds true, every WaitLane fails at once (a test flips it,
+  // e.g. between a load and the loader's teardown).
+  std::shared_ptr<std::atomic<bool>> waits_fail;
 };
 
 // What a host engine lets a test observe, shared with it.
@@ -100,6 +109,8 @@ class HostEngineProbe {
   bool StagingBusy(const void* p) const;
   // Batches of copies executed so far.
   int64_t batches_done() const;
+  // Staging buffers freed while copies queued from them had not yet run.
+  int64_t freed_while_busy() const;
 
   // Used by the engine.
   void AddStaging(const char* buffer, size_t bytes);
@@ -116,6 +127,7 @@ class HostEngineProbe {
   mutable std::mutex mu_;
   std::vector<Buffer> buffers_;
   int64_t batches_done_ = 0;
+  int64_t freed_while_busy_ = 0;
 };
 
 struct HostEngineOptions {

@@ -351,6 +351,13 @@ class CudaCopyEngine final : public CopyEngine {
     return first;
   }
 
+  void Drain() override {
+    DeviceScope scope(device_);
+    // A lane's stream holds only our copies: synchronizing it waits for all
+    // of them, whether or not the lane's event was recorded.
+    for (cudaStream_t s : streams_) (void)cudaStreamSynchronize(s);
+  }
+
   Status CopyToHost(const void* src, size_t bytes, void* dst) override {
     DeviceScope scope(device_);
     RETURN_IF_ERROR(scope.status());

@@ -120,7 +120,8 @@ class HostCopyEngine final : public CopyEngine {
   }
 
   Status WaitLane(int lane) override {
-    if (Hit(options_.faults.fail_wait, wait_calls_)) {
+    const bool all_fail = options_.faults.waits_fail && options_.faults.waits_fail->load();
+    if (Hit(options_.faults.fail_wait, wait_calls_) || all_fail) {
       return Status::Internal("host engine: injected event failure on lane " + std::to_string(lane));
     }
     std::unique_lock<std::mutex> lock(mu_);
@@ -134,17 +135,17 @@ class HostCopyEngine final : public CopyEngine {
     // call unless `synchronize`).
     if (synchronize || !options_.asynchronous_finish) {
       std::unique_lock<std::mutex> lock(mu_);
-      done_cv_.wait(lock, [&] {
-        for (int64_t n : pending_) {
-          if (n != 0) return false;
-        }
-        return true;
-      });
+      done_cv_.wait(lock, [&] { return AllLanesIdle(); });
     }
     if (Hit(options_.faults.fail_finish, finish_calls_)) {
       return Status::Internal("host engine: injected failure finishing a load");
     }
     return Status::OK();
+  }
+
+  void Drain() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, [&] { return AllLanesIdle(); });
   }
 
   Status CopyToHost(const void* src, size_t bytes, void* dst) override {
@@ -183,6 +184,13 @@ class HostCopyEngine final : public CopyEngine {
       --pending_[static_cast<size_t>(job.lane)];
       done_cv_.notify_all();
     }
+  }
+
+  bool AllLanesIdle() const {  // mu_ held
+    for (int64_t n : pending_) {
+      if (n != 0) return false;
+    }
+    return true;
   }
 
   // True when this call (counted in `calls`) is the one to fail.
@@ -229,9 +237,18 @@ void HostEngineProbe::AddStaging(const char* buffer, size_t bytes) {
   buffers_.push_back({buffer, bytes, 0});
 }
 
+int64_t HostEngineProbe::freed_while_busy() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return freed_while_busy_;
+}
+
 void HostEngineProbe::RemoveStaging(const char* buffer) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::erase_if(buffers_, [&](const Buffer& b) { return b.begin == buffer; });
+  std::erase_if(buffers_, [&](const Buffer& b) {
+    if (b.begin != buffer) return false;
+    if (b.busy > 0) ++freed_while_busy_;
+    return true;
+  });
 }
 
 void HostEngineProbe::MarkBusy(const char* buffer, int delta) {

@@ -107,8 +107,11 @@ StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(CopyEngine* engine, const L
 }
 
 Pipeline::~Pipeline() {
-  // No copy may still read a buffer we are about to free.
-  for (size_t lane = 0; lane < staging_.size(); ++lane) (void)engine_->WaitLane(static_cast<int>(lane));
+  // No copy may still read a buffer we are about to free -- nor write the
+  // caller's destination after the loader is gone -- even when waiting for
+  // a lane's event fails (it did, under injected faults, and the freed
+  // buffers' allocator words were copied out).
+  engine_->Drain();
   for (char* buffer : staging_) engine_->FreeStaging(buffer);
 }
 

@@ -5,7 +5,8 @@
 // so a pipeline that returned without draining would be caught writing the
 // caller's destination after the call reported failure. A probe also checks
 // that no staging buffer is refilled while copies still read it, and the
-// same loader then loads the same batch correctly.
+// same loader then loads the same batch correctly; its teardown, where a
+// fault may still hit, frees no staging buffer under a queued copy.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -130,7 +131,11 @@ TEST_P(FaultInjection, NothingIsWrittenAfterAFailedLoadReturns) {
     if (s.ok()) {
       // Past the last step of the load: no fault hit. Done once the load's
       // copies finish (destroying the loader waits for them).
+      // A fault may still hit there: the loader's own teardown (an event
+      // wait failing while it frees its staging buffers) must drain too.
       loader.reset();
+      EXPECT_EQ(probe->freed_while_busy(), 0)
+          << FaultName(fault) << " fault at step " << step << ": a staging buffer was freed under a copy";
       for (size_t k = 0; k < requests.size(); ++k) {
         ASSERT_EQ(arena.substr(want[k].offset, want[k].bytes.size()), want[k].bytes);
       }
@@ -155,6 +160,7 @@ TEST_P(FaultInjection, NothingIsWrittenAfterAFailedLoadReturns) {
     Status retry = loader->LoadBatchInto(**source, requests);
     ASSERT_TRUE(retry.ok()) << FaultName(fault) << " step " << step << ": " << retry.ToString();
     loader.reset();
+    EXPECT_EQ(probe->freed_while_busy(), 0) << FaultName(fault) << " step " << step;
     for (size_t k = 0; k < requests.size(); ++k) {
       ASSERT_EQ(again.substr(want[k].offset, want[k].bytes.size()), want[k].bytes);
     }
@@ -163,6 +169,49 @@ TEST_P(FaultInjection, NothingIsWrittenAfterAFailedLoadReturns) {
   EXPECT_GT(failures, 0) << "the fault was never hit";
   if (fault != Fault::kFinish) {
     EXPECT_GT(failures, 3) << "a load should have several steps";
+  }
+}
+
+// A loader torn down while its copies still run, with every event wait
+// failing: it must still free no staging buffer before those copies ran,
+// and the destination must end up exact. (Before Pipeline's teardown
+// drained, a failed wait let it free buffers under queued copies; the
+// allocator's words were then copied into the destination.)
+TEST(LoaderTeardown, DrainsEvenWhenEventWaitsFail) {
+  TempDir dir;
+  std::vector<TestTensor> tensors;
+  for (int i = 0; i < 4; ++i) tensors.push_back({"t" + std::to_string(i), DType::F32, {64, 64}, ""});
+  const std::string path = dir.Write("m.safetensors", BuildSafetensors(tensors));
+  auto source = TensorSource::FromSafetensors(*OpenLocalFile(path), "");
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+
+  auto probe = std::make_shared<HostEngineProbe>();
+  HostEngineOptions host;
+  host.copy_delay = std::chrono::milliseconds(3);
+  host.asynchronous_finish = true;  // copies run on after the call, as on a stream
+  host.probe = probe;
+  host.faults.waits_fail = std::make_shared<std::atomic<bool>>(false);
+  LoaderOptions o;
+  o.staging_buffer_bytes = 4096;
+  o.staging_buffer_count = 3;
+  o.reader_threads = 1;
+  auto made = NewHostLoader(o, host);
+  ASSERT_TRUE(made.ok());
+  std::unique_ptr<Loader> loader = std::move(*made);
+
+  std::string arena(tensors.size() * 64 * 64 * 4, '\x5a');
+  std::vector<LoadRequest> requests;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    requests.push_back({tensors[i].name, {}, arena.data() + i * 64 * 64 * 4, 64 * 64 * 4});
+  }
+  ASSERT_TRUE(loader->LoadBatchInto(**source, requests).ok());
+  const int64_t batches_at_return = probe->batches_done();
+  host.faults.waits_fail->store(true);
+  loader.reset();
+  EXPECT_EQ(probe->freed_while_busy(), 0) << "staging buffers were freed under queued copies";
+  EXPECT_LT(batches_at_return, probe->batches_done()) << "no copy was still queued: the test proves nothing";
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    EXPECT_TRUE(arena.substr(i * 64 * 64 * 4, 64 * 64 * 4) == tensors[i].bytes) << tensors[i].name;
   }
 }
 
