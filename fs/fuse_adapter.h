@@ -1,7 +1,7 @@
 // The FUSE adapter's interface: serve a Filesystem at a mount point.
 //
 // This header is FUSE-free so main.cc and tests need no libfuse headers;
-// fuse_adapter.cc alone includes them.
+// only the adapter's own files (fs/fuse_*.cc, fs/fuse_internal.h) include them.
 #pragma once
 
 #include <functional>

@@ -1,0 +1,94 @@
+// Internal to the FUSE adapter (fs/fuse_*.cc): the session's Context and
+// the small conversions every handler shares. This header includes libfuse,
+// so only the adapter's own files include it; everything else uses the
+// FUSE-free fs/fuse_adapter.h.
+//
+// The adapter's files:
+//   fuse_adapter.cc   session setup, mount options, signals, lifecycle
+//   fuse_handlers.cc  metadata and directory handlers (init, lookup, forget,
+//                     getattr, open, opendir/readdir, statfs, ...), MakeOps
+//   fuse_read.cc      the read path: splice, pinned blocks (fuse_reply_iov),
+//                     pread into a per-thread buffer
+//
+// Locking: the Filesystem's tree is immutable after construction and its
+// slice view cache has its own mutex; the only shared mutable state is
+// ReadyState (its own mutex), the handle tables (theirs) and per-thread
+// buffers.
+#pragma once
+
+#ifndef FUSE_USE_VERSION
+#define FUSE_USE_VERSION 312
+#endif
+#include <fuse3/fuse_lowlevel.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "fs/filesystem.h"
+#include "fs/fuse_adapter.h"
+#include "fs/handle_table.h"
+
+namespace stfs::fuse_internal {
+
+constexpr double kImmutableTimeout = 365.0 * 24 * 3600;
+
+struct ReadyState {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool initialized = false;
+  bool loop_done = false;
+};
+
+// A directory being listed: the filesystem's shared listing (no copy of
+// its entries) and the attributes of "." and "..".
+struct DirHandle {
+  DirListing listing;
+  NodeAttr self;
+  NodeAttr parent;
+};
+
+struct Context {
+  const Filesystem* fs;
+  const ServeOptions* options;
+  ReadyState ready;
+  uid_t uid = ::getuid();
+  gid_t gid = ::getgid();
+  // The kernel takes ENOSYS from opendir as "never send OPENDIR/RELEASEDIR
+  // again" (FUSE_CAP_NO_OPENDIR_SUPPORT): listings need no handle here.
+  bool zero_message_opendir = false;
+  // Open files' and directories' handles (freed at RELEASE, or with the
+  // session when it ends first).
+  HandleTable<FileHandle> files;
+  HandleTable<DirHandle> dirs;
+};
+
+inline Context& Ctx(fuse_req_t req) { return *static_cast<Context*>(fuse_req_userdata(req)); }
+
+// Runs `body`, turning any escaping exception into an EIO reply. `body`
+// must not have replied when it throws.
+template <typename Body>
+void Guarded(fuse_req_t req, Body&& body) {
+  try {
+    body();
+  } catch (...) {
+    fuse_reply_err(req, EIO);
+  }
+}
+
+inline void ReplyStatus(fuse_req_t req, const Status& status) { fuse_reply_err(req, ErrnoFromStatus(status)); }
+
+// Per-thread reply buffer (reads, listings): grows to the largest request
+// and is reused, so steady-state requests allocate nothing.
+std::vector<char>& ThreadBuffer(size_t size);
+
+// The read handler (fuse_read.cc).
+void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi);
+
+// Every handler, for fuse_session_new (fuse_handlers.cc).
+fuse_lowlevel_ops MakeOps();
+
+}  // namespace stfs::fuse_internal
