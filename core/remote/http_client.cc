@@ -100,6 +100,8 @@ size_t OnHeader(char* buffer, size_t size, size_t nitems, void* user) {
     r->etag = std::string(value);
   } else if (EqualsNoCase(name, "Last-Modified")) {
     r->last_modified = std::string(value);
+  } else if (EqualsNoCase(name, "x-amz-bucket-region")) {
+    r->bucket_region = std::string(value);
   }
   return n;
 }
@@ -111,6 +113,9 @@ size_t OnBody(char* data, size_t size, size_t nmemb, void* user) {
   // Bodies of non-2xx answers (error pages, redirects) are dropped, and one
   // that goes on past a small cap ends the transfer: its status is all we use.
   if (!t->segments) {
+    if (r->error_body.size() < kKeptErrorBodyBytes) {
+      r->error_body.append(data, std::min(n, kKeptErrorBodyBytes - r->error_body.size()));
+    }
     t->error_body_bytes += n;
     if (t->error_body_bytes > kMaxErrorBodyBytes) {
       r->error_body_dropped = true;
@@ -266,6 +271,33 @@ void HttpClient::ReleaseHandle(std::unique_ptr<Handle> handle) {
 HttpResponse HttpClient::Perform(const HttpRequest& request,
                                  const std::vector<BodySegment>& segments,
                                  const std::string& describe, const std::atomic<bool>* cancel) {
+  const bool sign = request.send_extra_headers && !settings_.aws_sigv4.empty() && settings_.aws_keys;
+  if (!sign) return PerformOnce(request, segments, describe, cancel, nullptr);
+  const auto deadline = std::chrono::steady_clock::now() + request.time_limit;
+  for (int attempt = 0;; ++attempt) {
+    StatusOr<AwsSigningKeys> keys = settings_.aws_keys(deadline);
+    if (!keys.ok()) {
+      HttpResponse response;
+      response.transport_error = Status::IOError(describe + ": " + keys.status().message(), keys.status().sys_errno());
+      return response;
+    }
+    HttpRequest this_try = request;
+    this_try.time_limit =
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    HttpResponse response = PerformOnce(this_try, segments, describe, cancel, &*keys);
+    // Nothing went into `segments` (not a 2xx): sending again is safe.
+    if (attempt == 0 && !response.transport_error && (response.status == 400 || response.status == 403) &&
+        settings_.aws_refused && settings_.aws_refused(response.status, response.error_body, *keys)) {
+      continue;
+    }
+    return response;
+  }
+}
+
+HttpResponse HttpClient::PerformOnce(const HttpRequest& request,
+                                     const std::vector<BodySegment>& segments,
+                                     const std::string& describe, const std::atomic<bool>* cancel,
+                                     const AwsSigningKeys* keys) {
   HttpResponse response;
   std::unique_ptr<Handle> handle = AcquireHandle();
   if (!handle->curl) {
@@ -283,8 +315,11 @@ HttpResponse HttpClient::Perform(const HttpRequest& request,
   // No "Accept-Encoding": ranges must address the stored bytes, not an encoding.
   // Not when signing: libcurl's SigV4 would sign the removed header as if it
   // were sent empty, and S3 would compute another signature.
-  const bool sign = request.send_extra_headers && !settings_.aws_sigv4.empty();
+  const bool sign = keys != nullptr;
   if (!sign) headers_ok &= Append(&headers, "Accept-Encoding:");
+  if (sign && !keys->session_token.empty()) {
+    headers_ok &= Append(&headers, "x-amz-security-token: " + keys->session_token);
+  }
   if (!request.if_match.empty()) headers_ok &= Append(&headers, "If-Match: " + request.if_match);
   if (!request.if_unmodified_since.empty()) {
     headers_ok &= Append(&headers, "If-Unmodified-Since: " + request.if_unmodified_since);
@@ -341,8 +376,8 @@ HttpResponse HttpClient::Perform(const HttpRequest& request,
   if (!settings_.ca_file.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, settings_.ca_file.c_str());
   if (sign) {
     curl_easy_setopt(curl, CURLOPT_AWS_SIGV4, settings_.aws_sigv4.c_str());
-    curl_easy_setopt(curl, CURLOPT_USERNAME, settings_.aws_access_key_id.c_str());
-    curl_easy_setopt(curl, CURLOPT_PASSWORD, settings_.aws_secret_access_key.c_str());
+    curl_easy_setopt(curl, CURLOPT_USERNAME, keys->access_key_id.c_str());
+    curl_easy_setopt(curl, CURLOPT_PASSWORD, keys->secret_access_key.c_str());
   }
 
   // The write callback needs the status to decide where the body goes; curl

@@ -22,6 +22,19 @@
 
 namespace stfs {
 
+// The keys one request is signed with. `handle` identifies them to the
+// signer (aws_refused), which owns them; no message ever shows a field.
+struct AwsSigningKeys {
+  std::string access_key_id;
+  std::string secret_access_key;
+  std::string session_token;  // "" when none; sent as x-amz-security-token
+  std::shared_ptr<const void> handle;
+};
+// Returns the keys for a request, waiting until `wait_until` at most; an
+// error fails the request (one line, no retry).
+using AwsKeySource = std::function<StatusOr<AwsSigningKeys>(std::chrono::steady_clock::time_point wait_until)>;
+using AwsRefusalCheck = std::function<bool(long status, std::string_view error_body, const AwsSigningKeys& used)>;
+
 struct HttpSettings {
   std::vector<std::string> extra_headers;  // "Name: value"
   std::string ca_file;
@@ -37,11 +50,15 @@ struct HttpSettings {
   // budget. May be empty.
   std::function<void(int64_t)> account_memory;
   // AWS Signature V4 by libcurl itself (CURLOPT_AWS_SIGV4), for s3://: the
-  // provider "aws:amz:REGION:s3" and the key pair; "" = unsigned. Applied
-  // only to requests that carry the extra headers (the location's origin).
+  // provider "aws:amz:REGION:s3"; "" = unsigned. Applied only to requests
+  // that carry the extra headers (the location's origin), with the keys
+  // aws_keys gives for each request (they may be refreshed meanwhile).
   std::string aws_sigv4;
-  std::string aws_access_key_id;
-  std::string aws_secret_access_key;
+  AwsKeySource aws_keys;
+  // Asked when a signed request got a 400/403: returns true when the keys
+  // were refused as expired and newer ones may come; the request is then
+  // sent once more, signed with aws_keys' next answer. May be empty.
+  AwsRefusalCheck aws_refused;
   // Advice appended to a 401/403 message; "" = the token / -o header= advice.
   std::string access_advice;
 };
@@ -53,6 +70,8 @@ inline constexpr int64_t kCurlBufferBytes = 256 << 10;
 // The largest body of a non-2xx answer read before the transfer is dropped
 // (an error page is only ever looked at for its status).
 inline constexpr uint64_t kMaxErrorBodyBytes = 64 << 10;
+// Of which this much is kept (S3's <Error> XML: code, region, message).
+inline constexpr size_t kKeptErrorBodyBytes = 4 << 10;
 
 // A buffer the body of a 2xx response is written into; segments are filled
 // in order, as if they were one contiguous buffer.
@@ -97,6 +116,8 @@ struct HttpResponse {
   std::string etag;
   std::string last_modified;
   std::string redirect_url;    // absolute, from Location, for 3xx
+  std::string bucket_region;   // x-amz-bucket-region (S3 names the bucket's region)
+  std::string error_body;      // the first kKeptErrorBodyBytes of a non-2xx body
   uint64_t body_bytes = 0;     // 2xx body bytes written into the segments
   bool body_overflow = false;  // a 2xx body longer than the segments
   bool timed_out = false;      // the transfer ran out of time_limit
@@ -127,7 +148,9 @@ class HttpClient {
   // longer body aborts the transfer (body_overflow). `cancel`, when set and
   // true, aborts the transfer within about a second (libcurl calls the
   // progress function at least once a second). `describe` names the
-  // location in errors. The exchange ends within request.time_limit.
+  // location in errors. The exchange ends within request.time_limit. A
+  // signed request refused as expired (aws_refused) is sent once more,
+  // within the same time limit.
   HttpResponse Perform(const HttpRequest& request, const std::vector<BodySegment>& segments,
                        const std::string& describe, const std::atomic<bool>* cancel);
 
@@ -137,6 +160,10 @@ class HttpClient {
   struct Handle;
   std::unique_ptr<Handle> AcquireHandle();
   void ReleaseHandle(std::unique_ptr<Handle> handle);
+  // One exchange, signed with `keys` when not null.
+  HttpResponse PerformOnce(const HttpRequest& request, const std::vector<BodySegment>& segments,
+                           const std::string& describe, const std::atomic<bool>* cancel,
+                           const AwsSigningKeys* keys);
 
   const HttpSettings settings_;
   std::mutex mu_;

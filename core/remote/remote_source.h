@@ -70,8 +70,8 @@ struct RemoteOptions {
   std::string user_agent = "stfs/0.1";
   // s3:// locations: endpoint, region and addressing (-o endpoint=, region=,
   // addressing=; AWS_ENDPOINT_URL, AWS_REGION), the credentials profile
-  // (-o profile=) and anonymous access (-o no_sign). Keys come only from the
-  // environment or the shared credentials file (s3_credentials.h).
+  // (-o profile=) and anonymous access (-o no_sign). Keys come from the
+  // chain of s3_credential_provider.h, never from options.
   S3Endpoint s3;
   std::string s3_profile;
   bool s3_no_sign = false;

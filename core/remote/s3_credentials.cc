@@ -113,38 +113,36 @@ StatusOr<S3Credentials> ReadS3CredentialsFile(const std::string& path, const std
   return S3Credentials::Keys(std::move(key_id), std::move(secret), std::move(token), std::move(origin));
 }
 
-StatusOr<S3Credentials> LoadS3Credentials(const S3CredentialOptions& options, const EnvLookup& env) {
-  if (options.no_sign) return S3Credentials::Anonymous();
-  std::string file = HomeFile(env, "AWS_SHARED_CREDENTIALS_FILE", "/.aws/credentials");
-  if (!options.profile.empty()) return ReadS3CredentialsFile(file, options.profile);
-  std::string key_id = Nonempty(env("AWS_ACCESS_KEY_ID"));
-  std::string secret = Nonempty(env("AWS_SECRET_ACCESS_KEY"));
-  if (!key_id.empty() || !secret.empty()) {
-    if (key_id.empty() || secret.empty()) {
-      return Status::InvalidArgument("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set together");
-    }
-    return S3Credentials::Keys(std::move(key_id), std::move(secret), Nonempty(env("AWS_SESSION_TOKEN")),
-                               "environment");
-  }
-  std::string profile = Nonempty(env("AWS_PROFILE"));
-  return ReadS3CredentialsFile(file, profile.empty() ? "default" : profile);
+std::string S3CredentialsFilePath(const EnvLookup& env) {
+  return HomeFile(env, "AWS_SHARED_CREDENTIALS_FILE", "/.aws/credentials");
 }
 
-StatusOr<std::string> LoadS3ConfigRegion(const std::string& profile_option, const EnvLookup& env) {
-  std::string path = HomeFile(env, "AWS_CONFIG_FILE", "/.aws/config");
-  std::ifstream in(path);
-  if (!in) return std::string();  // no config file: no region from it
+std::string S3ConfigFilePath(const EnvLookup& env) { return HomeFile(env, "AWS_CONFIG_FILE", "/.aws/config"); }
+
+std::string S3ProfileName(const std::string& profile_option, const EnvLookup& env) {
   std::string profile = profile_option.empty() ? Nonempty(env("AWS_PROFILE")) : profile_option;
-  if (profile.empty()) profile = "default";
+  return profile.empty() ? "default" : profile;
+}
+
+StatusOr<std::map<std::string, std::string>> ReadS3ConfigProfile(const std::string& path,
+                                                                  const std::string& profile) {
+  std::map<std::string, std::string> settings;
+  std::ifstream in(path);
+  if (!in) return settings;  // no config file: nothing set
   // The config file names profiles "[profile NAME]"; the default one "[default]".
   const std::string wanted = "profile " + profile;
-  std::string region;
   RETURN_IF_ERROR(ForEachAwsIniEntry(in, path, /*skip_indented=*/true,
                                      [&](std::string_view section, std::string_view name, std::string value) {
     bool ours = section == wanted || (profile == "default" && section == "default");
-    if (ours && name == "region") region = std::move(value);
+    if (ours) settings[std::string(name)] = std::move(value);
   }));
-  return region;
+  return settings;
+}
+
+StatusOr<std::string> LoadS3ConfigRegion(const std::string& profile_option, const EnvLookup& env) {
+  ASSIGN_OR_RETURN(auto settings, ReadS3ConfigProfile(S3ConfigFilePath(env), S3ProfileName(profile_option, env)));
+  auto region = settings.find("region");
+  return region == settings.end() ? std::string() : region->second;
 }
 
 }  // namespace stfs

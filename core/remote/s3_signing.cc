@@ -8,33 +8,46 @@
 namespace stfs {
 namespace {
 
-std::string CredentialsAdvice(const S3Credentials& credentials) {
-  return "check the credentials (" + credentials.Describe() + ")";
+std::string CredentialsAdvice(const std::string& credentials) {
+  return "check the credentials (" + credentials + ")";
 }
 
 }  // namespace
 
-std::vector<std::string> S3RequestHeaders(const S3Credentials& credentials) {
-  if (credentials.anonymous()) return {};
+void ApplyS3Signing(const S3Endpoint& endpoint, std::shared_ptr<S3CredentialProvider> provider,
+                    HttpSettings* settings) {
+  settings->access_advice = CredentialsAdvice(provider->Describe());
+  if (provider->anonymous()) return;
+  settings->aws_sigv4 = S3SigV4Provider(endpoint);
   // libcurl 7.88 does not add this header itself; S3 refuses SigV4 without it.
-  std::vector<std::string> headers = {"x-amz-content-sha256: UNSIGNED-PAYLOAD"};
-  if (!credentials.session_token().empty()) {
-    headers.push_back("x-amz-security-token: " + credentials.session_token());
-  }
-  return headers;
+  settings->extra_headers.push_back("x-amz-content-sha256: UNSIGNED-PAYLOAD");
+  settings->aws_keys = [provider](std::chrono::steady_clock::time_point wait_until) -> StatusOr<AwsSigningKeys> {
+    ASSIGN_OR_RETURN(S3CredentialProvider::Keys keys, provider->Current(wait_until));
+    return AwsSigningKeys{keys->access_key_id(), keys->secret_access_key(), keys->session_token(), keys};
+  };
+  settings->aws_refused = [provider](long status, std::string_view body, const AwsSigningKeys& used) {
+    if (!IsS3ExpiredTokenError(status, body)) return false;
+    return provider->Rejected(std::static_pointer_cast<const S3Credentials>(used.handle));
+  };
 }
 
 void ApplyS3Signing(const S3Endpoint& endpoint, const S3Credentials& credentials, HttpSettings* settings) {
-  settings->access_advice = CredentialsAdvice(credentials);
-  if (credentials.anonymous()) return;
-  settings->aws_sigv4 = S3SigV4Provider(endpoint);
-  settings->aws_access_key_id = credentials.access_key_id();
-  settings->aws_secret_access_key = credentials.secret_access_key();
-  for (std::string& header : S3RequestHeaders(credentials)) settings->extra_headers.push_back(std::move(header));
+  ApplyS3Signing(endpoint, std::make_shared<S3CredentialProvider>(credentials), settings);
+}
+
+bool IsS3ExpiredTokenError(long http_status, std::string_view body) {
+  if (http_status != 400 && http_status != 403) return false;
+  StatusOr<S3Error> error = ParseS3Error(body);
+  return error.ok() && (error->code == "ExpiredToken" || error->code == "TokenRefreshRequired");
 }
 
 Status S3HttpError(const std::string& what, long http_status, std::string_view body,
                    const S3Credentials& credentials) {
+  return S3HttpError(what, http_status, body, credentials.Describe());
+}
+
+Status S3HttpError(const std::string& what, long http_status, std::string_view body,
+                   const std::string& credentials) {
   std::string text = what + ": HTTP " + std::to_string(http_status);
   StatusOr<S3Error> error = ParseS3Error(body);
   if (error.ok()) text += " " + error->code;

@@ -4,8 +4,10 @@
 // libcurl signs the URL exactly as given (path and query), the Host header,
 // x-amz-date and every header the caller adds; the URLs must therefore be
 // built by s3_location / s3_list (already canonical). Secrets reach libcurl
-// only as CURLOPT_USERNAME / CURLOPT_PASSWORD or as an extra header (the
-// session token), which no message or log line ever shows.
+// only as CURLOPT_USERNAME / CURLOPT_PASSWORD or as a header (the session
+// token), which no message or log line ever shows. The keys are taken from
+// the S3CredentialProvider for each request, so a refresh applies to the
+// next request of every reader.
 #pragma once
 
 #include <string>
@@ -13,25 +15,32 @@
 #include <vector>
 
 #include "core/remote/http_client.h"
+#include "core/remote/s3_credential_provider.h"
 #include "core/remote/s3_credentials.h"
 #include "core/remote/s3_location.h"
 
 namespace stfs {
 
-// Returns the headers every signed S3 request carries: x-amz-content-sha256
-// (UNSIGNED-PAYLOAD: GETs have no body, and S3 wants the header with SigV4)
-// and, with temporary credentials, x-amz-security-token. None when anonymous.
-std::vector<std::string> S3RequestHeaders(const S3Credentials& credentials);
-
 // Makes `settings` sign every request to the location's own origin with
-// `credentials` for the region of `endpoint` (nothing when anonymous), and
-// makes a 401/403 message name the credentials (Describe(), no secret).
+// the provider's current keys for the region of `endpoint` (nothing when
+// anonymous), send a request refused with ExpiredToken once more with
+// refreshed keys, and makes a 401/403 message name the credentials
+// (Describe(), no secret).
+void ApplyS3Signing(const S3Endpoint& endpoint, std::shared_ptr<S3CredentialProvider> provider,
+                    HttpSettings* settings);
+// The same with fixed keys.
 void ApplyS3Signing(const S3Endpoint& endpoint, const S3Credentials& credentials, HttpSettings* settings);
+
+// True when an S3 error answer says the keys it was signed with expired.
+bool IsS3ExpiredTokenError(long http_status, std::string_view body);
 
 // Turns a non-2xx S3 answer into one line naming `what`, the HTTP status, the
 // S3 error code when `body` is an S3 <Error>, and, for 401/403, the
 // credentials used. 404 is NotFound; 401/403 carry EACCES.
 Status S3HttpError(const std::string& what, long http_status, std::string_view body,
                    const S3Credentials& credentials);
+// The same, the credentials given by their Describe().
+Status S3HttpError(const std::string& what, long http_status, std::string_view body,
+                   const std::string& credentials);
 
 }  // namespace stfs

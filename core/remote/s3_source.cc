@@ -14,11 +14,11 @@ namespace {
 // XML-escaped, fit with room to spare.
 constexpr size_t kMaxListPageBytes = 8 << 20;
 
-StatusOr<S3Credentials> CredentialsFor(const RemoteOptions& options) {
+StatusOr<std::shared_ptr<S3CredentialProvider>> CredentialsFor(const RemoteOptions& options) {
   S3CredentialOptions credential_options;
   credential_options.profile = options.s3_profile;
   credential_options.no_sign = options.s3_no_sign;
-  return LoadS3Credentials(credential_options);
+  return ResolveS3Credentials(credential_options);
 }
 
 // options.s3, with the region of the profile in ~/.aws/config when neither
@@ -34,7 +34,7 @@ StatusOr<S3Endpoint> EndpointFor(const RemoteOptions& options) {
 // GETs one listing page, retrying 5xx (S3's SlowDown is a 503), 429 and
 // transport failures with doubling backoff, all within options.timeout.
 StatusOr<std::string> GetPage(HttpClient& client, const std::string& url, const RemoteOptions& options,
-                              const S3Credentials& credentials) {
+                              const S3CredentialProvider& credentials) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point deadline = Clock::now() + options.timeout;
   std::string body(kMaxListPageBytes, '\0');
@@ -61,7 +61,7 @@ StatusOr<std::string> GetPage(HttpClient& client, const std::string& url, const 
       body.resize(r.body_bytes);
       return body;
     }
-    last = S3HttpError("HTTP GET of a listing page", r.status, "", credentials);
+    last = S3HttpError("HTTP GET of a listing page", r.status, r.error_body, credentials.Describe());
     if (r.status != 429 && r.status < 500) return last;
   }
   return last.ok() ? Status::IOError("listing ran out of time") : last;
@@ -89,7 +89,7 @@ StatusOr<S3ObjectRequest> PrepareS3Object(const std::string& location, const Rem
     return Status::InvalidArgument(request.describe +
                                    ": a prefix (ending in '/') is a directory of shards, not one object");
   }
-  StatusOr<S3Credentials> credentials = CredentialsFor(options);
+  StatusOr<std::shared_ptr<S3CredentialProvider>> credentials = CredentialsFor(options);
   if (!credentials.ok()) return credentials.status().WithContext(request.describe);
   StatusOr<S3Endpoint> endpoint = EndpointFor(options);
   if (!endpoint.ok()) return endpoint.status().WithContext(request.describe);
@@ -104,14 +104,14 @@ StatusOr<S3PrefixContents> ListS3Checkpoint(const std::string& location, const R
   ASSIGN_OR_RETURN(S3Location parsed, ParseS3Location(location));
   const std::string describe = parsed.ToString();
   if (!parsed.IsPrefix()) return Status::InvalidArgument(describe + ": not a prefix (it must end in '/')");
-  StatusOr<S3Credentials> credentials = CredentialsFor(options);
+  StatusOr<std::shared_ptr<S3CredentialProvider>> credentials = CredentialsFor(options);
   if (!credentials.ok()) return credentials.status().WithContext(describe);
   StatusOr<S3Endpoint> endpoint = EndpointFor(options);
   if (!endpoint.ok()) return endpoint.status().WithContext(describe);
   HttpSettings settings = HttpSettingsFor(options);
   ApplyS3Signing(*endpoint, *credentials, &settings);
   HttpClient client(std::move(settings));
-  S3PageGetter get = [&](const std::string& url) { return GetPage(client, url, options, *credentials); };
+  S3PageGetter get = [&](const std::string& url) { return GetPage(client, url, options, **credentials); };
   StatusOr<std::vector<S3Object>> objects = ListS3Prefix(*endpoint, parsed.bucket, parsed.key, get);
   if (!objects.ok()) return objects.status();
   StatusOr<S3PrefixContents> contents = ChooseS3PrefixContents(parsed.key, *objects);

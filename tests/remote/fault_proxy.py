@@ -278,18 +278,24 @@ class Server(http.server.ThreadingHTTPServer):
         pass  # resets and aborted transfers are expected here
 
 
+def serve(handler, port_file):
+    """Serves `handler` on a free port of 127.0.0.1, written to `port_file`
+    (atomically) once listening; also used by fake_metadata_server.py."""
+    server = Server(("127.0.0.1", 0), handler)
+    tmp = port_file + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(str(server.server_address[1]))
+    os.rename(tmp, port_file)
+    server.serve_forever()
+
+
 def main():
     global UPSTREAM
     if len(sys.argv) != 3:
         print(__doc__, file=sys.stderr)
         return 2
     UPSTREAM = urllib.parse.urlsplit(sys.argv[1])
-    server = Server(("127.0.0.1", 0), Handler)
-    tmp = sys.argv[2] + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(str(server.server_address[1]))
-    os.rename(tmp, sys.argv[2])
-    server.serve_forever()
+    serve(Handler, sys.argv[2])
     return 0
 
 

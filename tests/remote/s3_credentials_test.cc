@@ -101,8 +101,8 @@ TEST(S3Credentials, NamesMissingProfileFileAndHalfProfilesWithoutValues) {
   ASSERT_FALSE(half.ok());
   EXPECT_EQ(half.status().message().find("HALFKEY"), std::string::npos);
 
-  StatusOr<S3Credentials> no_file =
-      LoadS3Credentials({}, FakeEnv({{"AWS_SHARED_CREDENTIALS_FILE", dir.path() + "/absent"}}));
+  StatusOr<S3Credentials> no_file = LoadS3Credentials(
+      {}, FakeEnv({{"AWS_SHARED_CREDENTIALS_FILE", dir.path() + "/absent"}, {"AWS_EC2_METADATA_DISABLED", "true"}}));
   ASSERT_FALSE(no_file.ok());
   EXPECT_NE(no_file.status().message().find("no_sign"), std::string::npos);
 }

@@ -123,6 +123,46 @@ std::unique_ptr<SigV4Checker> SigV4Checker::Start(const std::string& key_id, con
 
 SigV4Checker::~SigV4Checker() { Stop(pid_); }
 
+std::unique_ptr<FakeMetadataServer> FakeMetadataServer::Start(const std::string& container_token,
+                                                               std::string* error) {
+  std::unique_ptr<FakeMetadataServer> server(new FakeMetadataServer());
+  std::string port_file = server->dir_.path() + "/port";
+  std::string script = std::string(STFS_SOURCE_DIR) + "/tests/remote/fake_metadata_server.py";
+  server->pid_ = Spawn({"python3", script, container_token, port_file});
+  for (int i = 0; server->pid_ > 0 && i < 1000; ++i) {
+    std::string text = ReadText(port_file);
+    if (!text.empty()) {
+      server->port_ = std::atoi(text.c_str());
+      if (CanConnect(server->port_)) return server;
+    }
+    if (Exited(server->pid_)) {
+      server->pid_ = -1;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  *error = script + " did not start";
+  return nullptr;
+}
+
+FakeMetadataServer::~FakeMetadataServer() { Stop(pid_); }
+
+void FakeMetadataServer::Set(const std::string& query) const { HttpGet(port_, "/__control__/set?" + query); }
+
+std::string FakeMetadataServer::StatsJson() const { return HttpGet(port_, "/__control__/stats"); }
+
+void UseMetadataCredentials(const FakeMetadataServer& server) {
+  for (const char* name : {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+                           "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                           "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+                           "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", "AWS_EC2_METADATA_DISABLED"}) {
+    ::unsetenv(name);
+  }
+  ::setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials", 1);
+  ::setenv("AWS_CONFIG_FILE", "/nonexistent/config", 1);
+  ::setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", server.url().c_str(), 1);
+}
+
 void UseS3Keys(const char* key_id, const char* secret) {
   ::setenv("AWS_ACCESS_KEY_ID", key_id, 1);
   ::setenv("AWS_SECRET_ACCESS_KEY", secret, 1);

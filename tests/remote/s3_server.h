@@ -69,6 +69,38 @@ class SigV4Checker {
   int port_ = 0;
 };
 
+// tests/remote/fake_metadata_server.py: EC2 instance metadata (IMDSv2) and
+// the container credentials endpoint, with knobs (expiring and rotating
+// keys, a hang, an error status). See the script for the knobs.
+class FakeMetadataServer {
+ public:
+  // `container_token` is the Authorization value the container endpoint wants.
+  static std::unique_ptr<FakeMetadataServer> Start(const std::string& container_token, std::string* error);
+  ~FakeMetadataServer();
+  FakeMetadataServer(const FakeMetadataServer&) = delete;
+  FakeMetadataServer& operator=(const FakeMetadataServer&) = delete;
+
+  // http://127.0.0.1:PORT (AWS_EC2_METADATA_SERVICE_ENDPOINT)
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  // http://127.0.0.1:PORT/container/creds (AWS_CONTAINER_CREDENTIALS_FULL_URI)
+  std::string container_url() const { return url() + "/container/creds"; }
+  // Sets the knobs, e.g. "expires_in=3&mode=ok".
+  void Set(const std::string& query) const;
+  // {"fetches": N, "tokens": M, "unauthorized": K}
+  std::string StatsJson() const;
+
+ private:
+  FakeMetadataServer() = default;
+  TempDir dir_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+// Points the process at `server` for credentials: clears the keys and files
+// that come first in the chain, sets AWS_EC2_METADATA_SERVICE_ENDPOINT, and
+// unsets the container variables and AWS_EC2_METADATA_DISABLED.
+void UseMetadataCredentials(const FakeMetadataServer& server);
+
 struct S3TestResponse {
   long status = 0;
   std::string content_range;

@@ -5,14 +5,23 @@ s3rver accepts any secret, so it cannot show that a signature is right. This
 server recomputes the signature of every GET the way S3 does (canonical URI
 as sent, query re-encoded and sorted, the signed headers, the payload hash
 header) with the stdlib's hmac, for one key pair given on the command line,
-and answers 200 "signature ok" or 403 with what differed. Test use only.
+and answers 200 "signature ok REGION SERVICE PATH?QUERY key ACCESS_KEY_ID" or
+403 with what differed. Test use only.
 
     s3_sigv4_check.py PORT ACCESS_KEY_ID SECRET_ACCESS_KEY
+
+With ACCESS_KEY_ID "-" and SECRET_ACCESS_KEY "derive:PREFIX", any key id is
+taken, its secret is PREFIX + the id and its session token must be
+"token-for-" + the id (the keys fake_metadata_server.py hands out); an id
+ending in E<epoch> is answered as S3 answers expired keys (400 ExpiredToken)
+from that second on.
 """
 import hashlib
 import hmac
 import http.server
+import re
 import sys
+import time
 import urllib.parse
 
 
@@ -86,14 +95,27 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def s3_error(self, status, code):
+        self.answer(status, f"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code>"
+                            f"<Message>{code}</Message></Error>")
+
     def do_GET(self):
-        problem = signature_problem(self.path, self.headers, self.server.key_id, self.server.secret)
+        key_id, secret = self.server.key_id, self.server.secret
+        fields = authorization_fields(self.headers)
+        if secret.startswith("derive:") and fields is not None:
+            key_id = fields["Credential"].split("/")[0]
+            secret = secret[len("derive:"):] + key_id
+            expiry = re.search(r"E(\d+)$", key_id)
+            if expiry and time.time() >= int(expiry.group(1)):
+                return self.s3_error(400, "ExpiredToken")
+            if self.headers.get("x-amz-security-token") != "token-for-" + key_id:
+                return self.s3_error(403, "InvalidToken")
+        problem = signature_problem(self.path, self.headers, None if key_id == "-" else key_id, secret)
         if problem:
             return self.answer(403, problem)
-        fields = authorization_fields(self.headers)
-        _, _, region, service, _ = fields["Credential"].split("/")
+        cred_key_id, _, region, service, _ = fields["Credential"].split("/")
         path, _, query = self.path.partition("?")
-        self.answer(200, f"signature ok {region} {service} {path}?{query}")
+        self.answer(200, f"signature ok {region} {service} {path}?{query} key {cred_key_id}")
 
     def log_message(self, *args):
         pass

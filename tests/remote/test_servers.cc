@@ -19,7 +19,6 @@
 extern char** environ;
 
 namespace stfs::testing {
-namespace {
 
 std::string ReadText(const std::string& path) {
   std::ifstream in(path);
@@ -27,6 +26,8 @@ std::string ReadText(const std::string& path) {
   s << in.rdbuf();
   return s.str();
 }
+
+namespace {
 
 // Splits a log line on spaces, keeping "..." quoted fields whole (quotes dropped).
 std::vector<std::string> SplitLogLine(const std::string& line) {

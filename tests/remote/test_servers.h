@@ -99,6 +99,9 @@ bool Exited(pid_t pid);
 // Ends the child `pid`: SIGTERM, then SIGKILL after 2 s; reaps it.
 void Stop(pid_t pid);
 
+// Returns the text of the file at `path` ("" when it cannot be read).
+std::string ReadText(const std::string& path);
+
 // Sends a GET to 127.0.0.1:port and returns the body ("" on failure).
 std::string HttpGet(int port, const std::string& path_and_query);
 

@@ -1,0 +1,80 @@
+// Mounts of s3:// objects signed with keys from the sources a cluster job
+// has: credential_process, the container endpoint and the instance role
+// (both faked by tests/remote/fake_metadata_server.py, handing out s3rver's
+// own key pair). Each mount must serve every tensor byte-exact.
+#include <sys/stat.h>
+
+#include <cstdlib>
+
+#include "tests/fs/mount_harness.h"
+#include "tests/remote/s3_mount_fixture.h"
+#include "tests/remote/s3_server.h"
+
+namespace stfs::testing {
+namespace {
+
+class S3CredentialsMount : public S3rverMountTest {
+ protected:
+  void SetUp() override {
+    S3rverMountTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    server_->Put("models", "m.safetensors", BuildSafetensors(tensors_, "{}"));
+    std::string error;
+    metadata_ = FakeMetadataServer::Start("container-auth-token", &error);
+    ASSERT_NE(metadata_, nullptr) << error;
+    metadata_->Set("key=S3RVER&secret=S3RVER");
+    UseMetadataCredentials(*metadata_);
+    ::setenv("AWS_EC2_METADATA_DISABLED", "true", 1);  // each test enables the source it tests
+  }
+  void TearDown() override {
+    S3rverMountTest::TearDown();
+    for (const char* name : {"AWS_EC2_METADATA_SERVICE_ENDPOINT", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                             "AWS_CONTAINER_AUTHORIZATION_TOKEN"}) {
+      ::unsetenv(name);
+    }
+    ::setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
+  }
+  void ExpectServed() {
+    std::string mnt = MountFile("s3://models/m.safetensors", {"-o", EndpointOption() + ",block_size=1M,cache_size=16M"});
+    ASSERT_FALSE(mnt.empty());
+    ExpectRootListing(mnt, tensors_);
+    for (const TestTensor& t : tensors_) ExpectTensorServed(mnt, t);
+  }
+
+  std::vector<TestTensor> tensors_ = {{"embed", DType::F16, {300, 501}, ""}, {"tail", DType::U8, {(1 << 20) + 3}, ""}};
+  std::unique_ptr<FakeMetadataServer> metadata_;
+};
+
+TEST_F(S3CredentialsMount, CredentialProcessOfTheDefaultProfile) {
+  std::string script = dir_.Write("creds.sh", "#!/bin/sh\necho '{\"Version\": 1, \"AccessKeyId\": \"S3RVER\", "
+                                              "\"SecretAccessKey\": \"S3RVER\", \"SessionToken\": \"t\", "
+                                              "\"Expiration\": \"2099-01-01T00:00:00Z\"}'\n");
+  ::chmod(script.c_str(), 0700);
+  ::setenv("AWS_CONFIG_FILE", dir_.Write("config", "[default]\ncredential_process = " + script + "\n").c_str(), 1);
+  ExpectServed();
+}
+
+TEST_F(S3CredentialsMount, ContainerCredentials) {
+  ::setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", metadata_->container_url().c_str(), 1);
+  ::setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", "container-auth-token", 1);
+  ExpectServed();
+}
+
+TEST_F(S3CredentialsMount, InstanceRoleCredentials) {
+  ::unsetenv("AWS_EC2_METADATA_DISABLED");
+  ExpectServed();
+  EXPECT_EQ(metadata_->StatsJson().find("\"fetches\": 0"), std::string::npos);  // the keys came from there
+}
+
+TEST_F(S3CredentialsMount, NoCredentialsAnywhereIsOneLineListingTheSources) {
+  ::unsetenv("AWS_EC2_METADATA_DISABLED");
+  metadata_->Set("mode=hang&seconds=60");
+  CommandResult r = RunStfs({"inspect", "s3://models/m.safetensors", "-o", EndpointOption()});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(Lines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("no S3 credentials: tried environment"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("instance metadata (no answer in 1 s)"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace stfs::testing
