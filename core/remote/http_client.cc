@@ -7,6 +7,8 @@
 // extra headers (tokens) go only to the location's own origin.
 #include "core/remote/http_client.h"
 
+#include "core/remote/curl_buffers.h"
+
 #include <curl/curl.h>
 
 #include <cctype>
@@ -23,10 +25,7 @@ namespace {
 // Idle handles kept for reuse; more may exist while many threads read.
 constexpr size_t kMaxIdleHandles = 32;
 
-void InitCurlOnce() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
+void InitCurlOnce() { InitCurlWithBufferPool(); }
 
 struct SlistDeleter {
   void operator()(curl_slist* list) const { curl_slist_free_all(list); }

@@ -15,6 +15,7 @@
 
 #include "core/header.h"
 #include "core/pinned_read.h"
+#include "core/remote/curl_buffers.h"
 #include "core/remote/http_range_source.h"
 #include "tests/remote/remote_test_util.h"
 
@@ -276,6 +277,21 @@ TEST_F(RemoteSource, CachedBytesAreNotFetchedAgainUntilEvicted) {
   EXPECT_GT(stats["evictions"].get<uint64_t>(), 0u);
   ASSERT_EQ(CheckRead(*source, file, 1 << 20, 100), "");  // evicted: fetched again
   EXPECT_EQ(Logged().size(), 9u);
+}
+
+// libcurl frees each transfer's receive buffer when the transfer ends; the
+// pool (core/remote/curl_buffers.h) gives it to the next transfer instead, so
+// one range request after another touches no fresh memory for it.
+TEST_F(RemoteSource, SuccessiveFetchesReuseTheReceiveBuffer) {
+  std::string file = FileWithTensorSizes({12 << 20});
+  auto source = OpenWithSmallCache("buffers.safetensors", file);
+  ASSERT_NE(source, nullptr);
+  nginx_->ClearLog();
+  const uint64_t before = CurlBuffersReused();
+  for (int b = 1; b < 10; ++b) ASSERT_EQ(CheckRead(*source, file, uint64_t(b) << 20, 100), "");
+  const uint64_t fetches = Logged().size();
+  EXPECT_EQ(fetches, 9u);
+  EXPECT_GE(CurlBuffersReused() - before, fetches);
 }
 
 TEST_F(RemoteSource, PinnedReadsLendCacheBlocksUntilDropped) {
