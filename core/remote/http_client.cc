@@ -271,7 +271,15 @@ HttpResponse HttpClient::Perform(const HttpRequest& request,
                                  const std::vector<BodySegment>& segments,
                                  const std::string& describe, const std::atomic<bool>* cancel) {
   const bool sign = request.send_extra_headers && !settings_.aws_sigv4.empty() && settings_.aws_keys;
-  if (!sign) return PerformOnce(request, segments, describe, cancel, nullptr);
+  if (!sign) {
+    HttpResponse response = PerformOnce(request, segments, describe, cancel, nullptr);
+    // Anonymous S3 requests (no_sign) still learn the bucket's region.
+    if (request.send_extra_headers && settings_.aws_answer && !response.transport_error &&
+        (response.status < 200 || response.status >= 300)) {
+      settings_.aws_answer(response, AwsSigningKeys{});
+    }
+    return response;
+  }
   const auto deadline = std::chrono::steady_clock::now() + request.time_limit;
   for (int attempt = 0;; ++attempt) {
     StatusOr<AwsSigningKeys> keys = settings_.aws_keys(deadline);
@@ -285,8 +293,8 @@ HttpResponse HttpClient::Perform(const HttpRequest& request,
         std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     HttpResponse response = PerformOnce(this_try, segments, describe, cancel, &*keys);
     // Nothing went into `segments` (not a 2xx): sending again is safe.
-    if (attempt == 0 && !response.transport_error && (response.status == 400 || response.status == 403) &&
-        settings_.aws_refused && settings_.aws_refused(response.status, response.error_body, *keys)) {
+    if (!response.transport_error && (response.status < 200 || response.status >= 300) && settings_.aws_answer &&
+        settings_.aws_answer(response, *keys) && attempt == 0) {
       continue;
     }
     return response;

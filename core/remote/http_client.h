@@ -33,7 +33,8 @@ struct AwsSigningKeys {
 // Returns the keys for a request, waiting until `wait_until` at most; an
 // error fails the request (one line, no retry).
 using AwsKeySource = std::function<StatusOr<AwsSigningKeys>(std::chrono::steady_clock::time_point wait_until)>;
-using AwsRefusalCheck = std::function<bool(long status, std::string_view error_body, const AwsSigningKeys& used)>;
+struct HttpResponse;
+using AwsAnswerCheck = std::function<bool(const HttpResponse& answer, const AwsSigningKeys& used)>;
 
 struct HttpSettings {
   std::vector<std::string> extra_headers;  // "Name: value"
@@ -55,10 +56,10 @@ struct HttpSettings {
   // aws_keys gives for each request (they may be refreshed meanwhile).
   std::string aws_sigv4;
   AwsKeySource aws_keys;
-  // Asked when a signed request got a 400/403: returns true when the keys
-  // were refused as expired and newer ones may come; the request is then
-  // sent once more, signed with aws_keys' next answer. May be empty.
-  AwsRefusalCheck aws_refused;
+  // Shown each non-2xx answer to a signed request: returns true when the
+  // keys were refused as expired and newer ones may come; the request is
+  // then sent once more, signed with aws_keys' next answer. May be empty.
+  AwsAnswerCheck aws_answer;
   // Advice appended to a 401/403 message; "" = the token / -o header= advice.
   std::string access_advice;
 };

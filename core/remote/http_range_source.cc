@@ -490,6 +490,8 @@ StatusOr<std::unique_ptr<ByteSource>> OpenRemoteSource(const std::string& locati
 
   std::string url = location;
   std::string describe = RedactUrl(location);
+  HttpSettings unsigned_settings;           // s3: to sign again for another region
+  std::function<bool()> s3_region_moved;
   if (strncasecmp(location.c_str(), "hf://", 5) == 0) {
     ASSIGN_OR_RETURN(HubLocation hub, ParseHubLocation(location));
     url = HubResolveUrl(hub, options.hub_endpoint);
@@ -502,15 +504,26 @@ StatusOr<std::unique_ptr<ByteSource>> OpenRemoteSource(const std::string& locati
       settings.extra_headers.push_back("Authorization: Bearer " + options.hub_token);
     }
   } else if (IsS3Location(location)) {
+    unsigned_settings = settings;
     ASSIGN_OR_RETURN(S3ObjectRequest s3, PrepareS3Object(location, options, &settings));
     url = std::move(s3.url);
     describe = std::move(s3.describe);
+    s3_region_moved = std::move(s3.region_moved);
   }
   RetryPolicy retry{options.retries, options.retry_delay, options.retry_max_delay,
                     options.timeout};
   auto fetcher = std::make_unique<RangeFetcher>(url, describe, std::move(settings), retry,
                                                 options.max_redirects);
-  ASSIGN_OR_RETURN(std::string prefix, fetcher->Probe(kProbeBytes, nullptr));
+  StatusOr<std::string> probed = fetcher->Probe(kProbeBytes, nullptr);
+  if (!probed.ok() && s3_region_moved && s3_region_moved()) {
+    // S3 named the bucket's region (301 / 400): sign for it, once (s3_source.h).
+    ASSIGN_OR_RETURN(S3ObjectRequest s3, PrepareS3Object(location, options, &unsigned_settings));
+    fetcher = std::make_unique<RangeFetcher>(s3.url, describe, std::move(unsigned_settings), retry,
+                                             options.max_redirects);
+    probed = fetcher->Probe(kProbeBytes, nullptr);
+  }
+  if (!probed.ok()) return probed.status();
+  std::string prefix = std::move(*probed);
   const ObjectIdentity& id = fetcher->identity();
   if (id.etag.empty()) {
     std::fprintf(stderr,

@@ -15,8 +15,19 @@ std::string CredentialsAdvice(const std::string& credentials) {
 }  // namespace
 
 void ApplyS3Signing(const S3Endpoint& endpoint, std::shared_ptr<S3CredentialProvider> provider,
-                    HttpSettings* settings) {
+                    HttpSettings* settings, std::function<void(const std::string& region)> on_region_redirect) {
   settings->access_advice = CredentialsAdvice(provider->Describe());
+  settings->aws_answer = [provider, signed_for = S3Region(endpoint), on_region_redirect](
+                             const HttpResponse& answer, const AwsSigningKeys& used) {
+    if (used.handle && IsS3ExpiredTokenError(answer.status, answer.error_body)) {
+      return provider->Rejected(std::static_pointer_cast<const S3Credentials>(used.handle));
+    }
+    if (on_region_redirect) {
+      std::string region = S3RedirectRegion(answer);
+      if (!region.empty() && region != signed_for) on_region_redirect(region);
+    }
+    return false;
+  };
   if (provider->anonymous()) return;
   settings->aws_sigv4 = S3SigV4Provider(endpoint);
   // libcurl 7.88 does not add this header itself; S3 refuses SigV4 without it.
@@ -25,10 +36,20 @@ void ApplyS3Signing(const S3Endpoint& endpoint, std::shared_ptr<S3CredentialProv
     ASSIGN_OR_RETURN(S3CredentialProvider::Keys keys, provider->Current(wait_until));
     return AwsSigningKeys{keys->access_key_id(), keys->secret_access_key(), keys->session_token(), keys};
   };
-  settings->aws_refused = [provider](long status, std::string_view body, const AwsSigningKeys& used) {
-    if (!IsS3ExpiredTokenError(status, body)) return false;
-    return provider->Rejected(std::static_pointer_cast<const S3Credentials>(used.handle));
-  };
+}
+
+std::string S3RedirectRegion(const HttpResponse& answer) {
+  if (answer.status != 301 && answer.status != 307 && answer.status != 400) return "";
+  std::string region = answer.bucket_region;
+  if (region.empty()) {
+    StatusOr<S3Error> error = ParseS3Error(answer.error_body);
+    if (error.ok()) region = error->region;
+  }
+  if (region.empty() || region.size() > 40) return "";
+  for (char c : region) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return "";
+  }
+  return region;
 }
 
 void ApplyS3Signing(const S3Endpoint& endpoint, const S3Credentials& credentials, HttpSettings* settings) {
@@ -37,6 +58,7 @@ void ApplyS3Signing(const S3Endpoint& endpoint, const S3Credentials& credentials
 
 bool IsS3ExpiredTokenError(long http_status, std::string_view body) {
   if (http_status != 400 && http_status != 403) return false;
+  if (body.empty()) return false;
   StatusOr<S3Error> error = ParseS3Error(body);
   return error.ok() && (error->code == "ExpiredToken" || error->code == "TokenRefreshRequired");
 }

@@ -10,6 +10,7 @@
 // next request of every reader.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,10 +27,22 @@ namespace stfs {
 // anonymous), send a request refused with ExpiredToken once more with
 // refreshed keys, and makes a 401/403 message name the credentials
 // (Describe(), no secret).
+// `on_region_redirect`, when set, is called with the region S3 names for
+// the bucket when it refuses a request signed for another one
+// (S3RedirectRegion).
 void ApplyS3Signing(const S3Endpoint& endpoint, std::shared_ptr<S3CredentialProvider> provider,
-                    HttpSettings* settings);
+                    HttpSettings* settings,
+                    std::function<void(const std::string& region)> on_region_redirect = nullptr);
 // The same with fixed keys.
 void ApplyS3Signing(const S3Endpoint& endpoint, const S3Credentials& credentials, HttpSettings* settings);
+
+// Returns the region S3 names for the bucket in an answer to a request
+// signed for the wrong one: x-amz-bucket-region of a 301 / 307 / 400 answer
+// (PermanentRedirect, TemporaryRedirect, AuthorizationHeaderMalformed), else
+// the <Region> of its XML body; "" when there is none or it is not a region
+// name (a-z, 0-9 and '-', at most 40). Only the region is taken: the bucket
+// and key stay the same, whatever <Endpoint> or Location say.
+std::string S3RedirectRegion(const HttpResponse& answer);
 
 // True when an S3 error answer says the keys it was signed with expired.
 bool IsS3ExpiredTokenError(long http_status, std::string_view body);

@@ -2,6 +2,9 @@
 #include "core/remote/s3_source.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "core/remote/s3_list.h"
@@ -21,14 +24,66 @@ StatusOr<std::shared_ptr<S3CredentialProvider>> CredentialsFor(const RemoteOptio
   return ResolveS3Credentials(credential_options);
 }
 
-// options.s3, with the region of the profile in ~/.aws/config when neither
-// -o region= nor AWS_REGION / AWS_DEFAULT_REGION gave one.
-StatusOr<S3Endpoint> EndpointFor(const RemoteOptions& options) {
+// Regions S3 named for buckets (by endpoint URL and bucket) in redirects,
+// for the life of the process: every later object of the bucket is signed
+// for its region at once, and the notice is printed once.
+std::mutex learned_mu;
+std::map<std::string, std::string>& LearnedRegions() {
+  static auto* regions = new std::map<std::string, std::string>();
+  return *regions;
+}
+
+std::string LearnedKey(const S3Endpoint& endpoint, const std::string& bucket) {
+  return endpoint.url + "\n" + bucket;
+}
+
+std::string LearnedRegion(const S3Endpoint& endpoint, const std::string& bucket) {
+  std::lock_guard<std::mutex> lock(learned_mu);
+  auto it = LearnedRegions().find(LearnedKey(endpoint, bucket));
+  return it == LearnedRegions().end() ? "" : it->second;
+}
+
+// Called from an answer that named `region` for `bucket` while the request
+// was signed for endpoint's region.
+void LearnRegion(const S3Endpoint& signed_for, const std::string& bucket, const std::string& region) {
+  {
+    std::lock_guard<std::mutex> lock(learned_mu);
+    std::string& known = LearnedRegions()[LearnedKey(signed_for, bucket)];
+    if (known == region) return;
+    known = region;
+  }
+  std::fprintf(stderr,
+               "stfs: s3://%s is in region %s, not %s (S3 said so): signing for %s%s (-o region=%s saves "
+               "this request)\n",
+               bucket.c_str(), region.c_str(), S3Region(signed_for).c_str(), region.c_str(),
+               signed_for.url.empty() ? " at its regional endpoint" : "", region.c_str());
+}
+
+// options.s3 for `bucket`: with the region S3 named for it, else that of the
+// profile in ~/.aws/config when neither -o region= nor AWS_REGION /
+// AWS_DEFAULT_REGION gave one.
+StatusOr<S3Endpoint> EndpointFor(const RemoteOptions& options, const std::string& bucket) {
   S3Endpoint endpoint = options.s3;
-  if (endpoint.region.empty()) {
+  if (std::string learned = LearnedRegion(endpoint, bucket); !learned.empty()) {
+    endpoint.region = learned;
+  } else if (endpoint.region.empty()) {
     ASSIGN_OR_RETURN(endpoint.region, LoadS3ConfigRegion(options.s3_profile));
   }
   return endpoint;
+}
+
+// Signs `settings` for `endpoint` with `credentials`, noting a region that
+// S3 names for `bucket`.
+void SignFor(const S3Endpoint& endpoint, const std::string& bucket,
+             std::shared_ptr<S3CredentialProvider> credentials, HttpSettings* settings) {
+  ApplyS3Signing(endpoint, std::move(credentials), settings,
+                 [endpoint, bucket](const std::string& region) { LearnRegion(endpoint, bucket, region); });
+}
+
+// True when S3 named a region for the bucket other than endpoint's.
+bool RegionMoved(const S3Endpoint& endpoint, const std::string& bucket) {
+  std::string learned = LearnedRegion(endpoint, bucket);
+  return !learned.empty() && learned != S3Region(endpoint);
 }
 
 // GETs one listing page, retrying 5xx (S3's SlowDown is a 503), 429 and
@@ -91,12 +146,13 @@ StatusOr<S3ObjectRequest> PrepareS3Object(const std::string& location, const Rem
   }
   StatusOr<std::shared_ptr<S3CredentialProvider>> credentials = CredentialsFor(options);
   if (!credentials.ok()) return credentials.status().WithContext(request.describe);
-  StatusOr<S3Endpoint> endpoint = EndpointFor(options);
+  StatusOr<S3Endpoint> endpoint = EndpointFor(options, parsed.bucket);
   if (!endpoint.ok()) return endpoint.status().WithContext(request.describe);
   StatusOr<std::string> url = S3ObjectUrl(*endpoint, parsed.bucket, parsed.key);
   if (!url.ok()) return url.status().WithContext(request.describe);
   request.url = *url;
-  ApplyS3Signing(*endpoint, *credentials, settings);
+  SignFor(*endpoint, parsed.bucket, *credentials, settings);
+  request.region_moved = [endpoint = *endpoint, bucket = parsed.bucket] { return RegionMoved(endpoint, bucket); };
   return request;
 }
 
@@ -106,13 +162,18 @@ StatusOr<S3PrefixContents> ListS3Checkpoint(const std::string& location, const R
   if (!parsed.IsPrefix()) return Status::InvalidArgument(describe + ": not a prefix (it must end in '/')");
   StatusOr<std::shared_ptr<S3CredentialProvider>> credentials = CredentialsFor(options);
   if (!credentials.ok()) return credentials.status().WithContext(describe);
-  StatusOr<S3Endpoint> endpoint = EndpointFor(options);
-  if (!endpoint.ok()) return endpoint.status().WithContext(describe);
-  HttpSettings settings = HttpSettingsFor(options);
-  ApplyS3Signing(*endpoint, *credentials, &settings);
-  HttpClient client(std::move(settings));
-  S3PageGetter get = [&](const std::string& url) { return GetPage(client, url, options, **credentials); };
-  StatusOr<std::vector<S3Object>> objects = ListS3Prefix(*endpoint, parsed.bucket, parsed.key, get);
+  // At most twice: again once S3 named the bucket's region.
+  StatusOr<std::vector<S3Object>> objects = Status::Internal("not listed");
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    StatusOr<S3Endpoint> endpoint = EndpointFor(options, parsed.bucket);
+    if (!endpoint.ok()) return endpoint.status().WithContext(describe);
+    HttpSettings settings = HttpSettingsFor(options);
+    SignFor(*endpoint, parsed.bucket, *credentials, &settings);
+    HttpClient client(std::move(settings));
+    S3PageGetter get = [&](const std::string& url) { return GetPage(client, url, options, **credentials); };
+    objects = ListS3Prefix(*endpoint, parsed.bucket, parsed.key, get);
+    if (objects.ok() || !RegionMoved(*endpoint, parsed.bucket)) break;
+  }
   if (!objects.ok()) return objects.status();
   StatusOr<S3PrefixContents> contents = ChooseS3PrefixContents(parsed.key, *objects);
   if (!contents.ok()) return contents.status().WithContext(describe);

@@ -193,6 +193,8 @@ StatusOr<S3Error> ParseS3Error(std::string_view xml) {
       ASSIGN_OR_RETURN(error.code, Decoded(text, "Code"));
     } else if (PathIs(path, {"Error", "Message"})) {
       ASSIGN_OR_RETURN(error.message, Decoded(text, "Message"));
+    } else if (PathIs(path, {"Error", "Region"})) {
+      ASSIGN_OR_RETURN(error.region, Decoded(text, "Region"));
     }
     return Status::OK();
   }));

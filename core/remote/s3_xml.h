@@ -36,6 +36,7 @@ StatusOr<S3ListPage> ParseS3ListPage(std::string_view xml);
 struct S3Error {
   std::string code;     // e.g. "AccessDenied", "NoSuchKey"
   std::string message;
+  std::string region;   // the bucket's, in AuthorizationHeaderMalformed / PermanentRedirect
 };
 
 // Parses an S3 <Error> document; Corruption when `xml` is not one.

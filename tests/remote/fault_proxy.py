@@ -10,7 +10,7 @@ redirects to another origin. In front of a server that checks neither
 (s3rver), it can also enforce If-Match and check SigV4 signatures as S3 does.
 
 Control (never counted, never faulted):
-  GET /__control__/set?fault=NAME&every=K&limit=L&status=S&seconds=T&etag=E&target=URL&secret=K
+  GET /__control__/set?fault=NAME&every=K&limit=L&status=S&seconds=T&etag=E&target=URL&secret=K&region=R
       sets the fault (fault=none clears it) and resets the request counter;
   GET /__control__/bump    makes earlier signed redirect targets expire;
   GET /__control__/stats   returns {"requests": N, "faulted": M, "paths": [...],
@@ -32,7 +32,11 @@ answer to a GET whose If-Match is not the object's ETag: 412
 PreconditionFailed instead of the upstream's bytes), sigv4 (S3's 403
 SignatureDoesNotMatch for a request whose AWS SigV4 signature is not the one
 `secret` gives; checked by s3_sigv4_check.py's code, Host as the client sent
-it). `every=K` applies the fault to requests K, 2K, 3K, ... (default 1: all);
+it), wrong_region (S3's answer to a request signed for a region other than
+`region`: status=301 (the default) is 301 PermanentRedirect with
+x-amz-bucket-region and an XML body naming the regional <Endpoint>;
+status=400 is 400 AuthorizationHeaderMalformed naming only <Region> in its
+body). `every=K` applies the fault to requests K, 2K, 3K, ... (default 1: all);
 `limit=L` to at most L requests (default: no limit).
 
 Paths: /signed/PATH answers 302 to /PATH?sig=G (G the current generation);
@@ -60,7 +64,7 @@ import s3_sigv4_check  # next to this file (sys.path[0])
 UPSTREAM = None
 STATE_LOCK = threading.Lock()
 STATE = {"fault": "none", "every": 1, "limit": -1, "status": 503, "seconds": 5.0, "etag": "",
-         "target": "", "secret": "", "requests": 0, "faulted": 0, "generation": 1, "paths": [],
+         "target": "", "secret": "", "region": "", "requests": 0, "faulted": 0, "generation": 1, "paths": [],
          "statuses": []}
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te",
               "trailer", "upgrade"}
@@ -98,10 +102,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def send_s3_error(self, status, code, message):
-        body = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>%s</Code><Message>%s</Message></Error>"
-                % (code, message.replace("&", "&amp;").replace("<", "&lt;"))).encode()
-        self.send_plain(status, body, {"Content-Type": "application/xml"})
+    def send_s3_error(self, status, code, message, extra_xml="", headers=None):
+        body = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>%s</Code><Message>%s</Message>%s</Error>"
+                % (code, message.replace("&", "&amp;").replace("<", "&lt;"), extra_xml)).encode()
+        self.send_plain(status, body, dict(headers or {}, **{"Content-Type": "application/xml"}))
 
     def handle_control(self, parsed):
         query = urllib.parse.parse_qs(parsed.query)
@@ -115,6 +119,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 STATE["etag"] = query.get("etag", [""])[0]
                 STATE["target"] = query.get("target", [""])[0]
                 STATE["secret"] = query.get("secret", [""])[0]
+                STATE["region"] = query.get("region", [""])[0]
                 STATE["requests"] = 0
                 STATE["faulted"] = 0
                 STATE["paths"] = []
@@ -181,6 +186,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
             reset_socket(self.connection)
             self.close_connection = True
             return
+        if hit and fault == "wrong_region":
+            fields = s3_sigv4_check.authorization_fields(self.headers)
+            signed_for = fields["Credential"].split("/")[2] if fields else None
+            if signed_for is not None and signed_for != config["region"]:
+                bucket = parsed.path.split("/")[1]
+                if config["status"] == 400:
+                    self.send_s3_error(400, "AuthorizationHeaderMalformed",
+                                       "the region '%s' is wrong; expecting '%s'" % (signed_for, config["region"]),
+                                       "<Region>%s</Region>" % config["region"])
+                else:
+                    self.send_s3_error(301, "PermanentRedirect",
+                                       "The bucket you are attempting to access must be addressed using the "
+                                       "specified endpoint.",
+                                       "<Endpoint>%s.s3.%s.amazonaws.com</Endpoint><Bucket>%s</Bucket>"
+                                       % (bucket, config["region"], bucket),
+                                       {"x-amz-bucket-region": config["region"]})
+                return
         if hit and fault == "sigv4":
             problem = s3_sigv4_check.signature_problem(self.path, self.headers, None, config["secret"])
             if problem:
