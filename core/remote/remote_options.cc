@@ -338,12 +338,15 @@ std::string RemoteOptionsHelp() {
          "    -o region=NAME           signing region (default us-east-1)\n"
          "    -o addressing=MODE       auto (path-style for IP/localhost endpoints), path,\n"
          "                             or virtual (BUCKET.HOST)\n"
-         "    -o profile=NAME          profile of ~/.aws/credentials\n"
+         "    -o profile=NAME          profile of ~/.aws/credentials, else its credential_process\n"
+         "                             in ~/.aws/config\n"
          "    -o no_sign               anonymous requests (public buckets)\n"
          "  Environment: HF_TOKEN (Bearer token for hf://), HF_ENDPOINT, STFS_HTTP_HEADER\n"
          "  (headers, one 'Name: value' per line); AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,\n"
          "  AWS_SESSION_TOKEN, AWS_PROFILE, AWS_SHARED_CREDENTIALS_FILE, AWS_ENDPOINT_URL,\n"
-         "  AWS_REGION. SIZE: 4096, 64K, 4M, 1G. TIME: 500ms, 30s, 2m.\n";
+         "  AWS_REGION; with none of the keys, the profile's credential_process, then the\n"
+         "  container (AWS_CONTAINER_CREDENTIALS_*) or EC2 instance role (IMDSv2), refreshed\n"
+         "  before they expire. SIZE: 4096, 64K, 4M, 1G. TIME: 500ms, 30s, 2m.\n";
 }
 
 }  // namespace stfs

@@ -1,14 +1,12 @@
-// credential_process (split, run, parse, deadline), the credential JSON, the
-// chain's order and its one-line "nothing found" error, and the refreshing
-// provider with a fake fetch. No server: the process is a script in a temp dir.
+// credential_process (split, run, parse, deadline), the credential JSON, and
+// the chain's order and its one-line "nothing found" error. No server: the
+// process is a script in a temp dir.
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
 
-#include <atomic>
 #include <chrono>
 #include <map>
-#include <thread>
 
 #include "core/remote/s3_credential_json.h"
 #include "core/remote/s3_credential_process.h"
@@ -202,75 +200,6 @@ TEST(S3CredentialChain, ContainerUriOverPlainHttpElsewhereIsRefused) {
                    {"AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://example.com/creds"}}));
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("AWS_CONTAINER_CREDENTIALS_FULL_URI must be https"), std::string::npos);
-}
-
-// A fetch that hands out key N on its N-th call, expiring `lifetime` later,
-// or fails while `failing` is set.
-struct FakeSource {
-  std::atomic<int> calls{0};
-  std::atomic<bool> failing{false};
-  std::chrono::milliseconds lifetime{2'000};
-  StatusOr<S3Credentials> Fetch() {
-    int n = ++calls;
-    if (failing.load()) return Status::IOError("fake source (HTTP 500)");
-    return S3Credentials::Keys("KEY" + std::to_string(n), "s3cr3t-" + std::to_string(n), "", "fake source")
-        .WithExpiration(std::chrono::system_clock::now() + lifetime);
-  }
-};
-
-std::string CurrentKey(S3CredentialProvider& provider) {
-  StatusOr<S3CredentialProvider::Keys> keys = provider.Current(Clock::now() + seconds(10));
-  return keys.ok() ? (*keys)->access_key_id() : keys.status().message();
-}
-
-TEST(S3CredentialProvider, RefreshesBeforeExpiryAndReadersSeeTheNewKeys) {
-  FakeSource source;
-  S3CredentialProvider provider(*source.Fetch(), [&](const std::atomic<bool>*) { return source.Fetch(); });
-  EXPECT_EQ(CurrentKey(provider), "KEY1");
-  std::this_thread::sleep_for(std::chrono::milliseconds(2'500));  // past KEY1's expiry
-  std::string key = CurrentKey(provider);
-  EXPECT_NE(key, "KEY1");
-  EXPECT_EQ(key.rfind("KEY", 0), 0u) << key;
-}
-
-TEST(S3CredentialProvider, AFailedRefreshKeepsTheOldKeysUntilTheyExpireThenFailsInOneLine) {
-  FakeSource source;
-  source.lifetime = std::chrono::milliseconds(3'000);
-  S3CredentialProvider provider(*source.Fetch(), [&](const std::atomic<bool>*) { return source.Fetch(); });
-  source.failing = true;
-  std::this_thread::sleep_for(std::chrono::milliseconds(1'700));  // refresh due (half the lifetime)
-  EXPECT_EQ(CurrentKey(provider), "KEY1");  // starts a refresh that fails; the old keys still work
-  std::this_thread::sleep_for(std::chrono::milliseconds(2'000));  // past the expiry
-  const auto started = Clock::now();
-  StatusOr<S3CredentialProvider::Keys> keys = provider.Current(Clock::now() + seconds(10));
-  EXPECT_LT(Clock::now() - started, seconds(10));
-  ASSERT_FALSE(keys.ok());
-  EXPECT_EQ(keys.status().sys_errno(), EACCES);
-  EXPECT_NE(keys.status().message().find("refreshing failed: fake source (HTTP 500)"), std::string::npos)
-      << keys.status().message();
-  ExpectOneLineWithout(keys.status(), "s3cr3t");
-
-  source.failing = false;
-  std::this_thread::sleep_for(std::chrono::milliseconds(1'100));  // after the 1 s backoff
-  EXPECT_EQ(CurrentKey(provider).rfind("KEY", 0), 0u);
-}
-
-TEST(S3CredentialProvider, RejectedKeysAreFetchedAgainOnce) {
-  FakeSource source;
-  source.lifetime = std::chrono::hours(1);
-  S3CredentialProvider provider(*source.Fetch(), [&](const std::atomic<bool>*) { return source.Fetch(); });
-  StatusOr<S3CredentialProvider::Keys> first = provider.Current(Clock::now());
-  ASSERT_TRUE(first.ok());
-  EXPECT_TRUE(provider.Rejected(*first));
-  EXPECT_EQ(CurrentKey(provider), "KEY2");
-  EXPECT_TRUE(provider.Rejected(*first));  // stale report: KEY2 stays
-  EXPECT_EQ(CurrentKey(provider), "KEY2");
-  EXPECT_EQ(source.calls.load(), 2);
-
-  S3CredentialProvider fixed(S3Credentials::Keys("K", "S", "", "test"));
-  StatusOr<S3CredentialProvider::Keys> keys = fixed.Current(Clock::now());
-  ASSERT_TRUE(keys.ok());
-  EXPECT_FALSE(fixed.Rejected(*keys));
 }
 
 }  // namespace

@@ -54,6 +54,21 @@ TEST_F(S3CredentialsMount, CredentialProcessOfTheDefaultProfile) {
   ExpectServed();
 }
 
+TEST_F(S3CredentialsMount, ABrokenCredentialProcessIsOneLineNamingTheProfileNotItsOutput) {
+  std::string script = dir_.Write("creds.sh", "#!/bin/sh\necho 'stderr s3cr3t-value' >&2\n"
+                                              "echo '{\"Version\": 1, \"AccessKeyId\": \"S3RVER\", s3cr3t-value'\n");
+  ::chmod(script.c_str(), 0700);
+  std::string config = dir_.Write("config", "[profile ci]\ncredential_process = " + script + " --verbose\n");
+  ::setenv("AWS_CONFIG_FILE", config.c_str(), 1);
+  CommandResult r = RunStfs({"inspect", "s3://models/m.safetensors", "-o", EndpointOption() + ",profile=ci"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(Lines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("credential_process of " + config + " [profile ci]: the answer is not a JSON object"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("s3cr3t"), std::string::npos) << r.err;
+}
+
 TEST_F(S3CredentialsMount, ContainerCredentials) {
   ::setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", metadata_->container_url().c_str(), 1);
   ::setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", "container-auth-token", 1);
