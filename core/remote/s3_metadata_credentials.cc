@@ -8,10 +8,10 @@
 
 #include <fstream>
 #include <memory>
-#include <mutex>
 #include <sstream>
 #include <vector>
 
+#include "core/remote/curl_buffers.h"
 #include "core/remote/s3_credential_json.h"
 
 namespace stfs {
@@ -47,8 +47,8 @@ std::string Seconds(std::chrono::milliseconds d) {
 // `what` (never a header or the body).
 StatusOr<Answer> Exchange(const std::string& what, const char* method, const std::string& url,
                           const std::vector<std::string>& headers, std::chrono::milliseconds timeout) {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  // The same global init as HttpClient: whichever runs first decides libcurl's allocator.
+  InitCurlWithBufferPool();
   std::unique_ptr<CURL, void (*)(CURL*)> curl(curl_easy_init(), curl_easy_cleanup);
   if (!curl) return Status::ResourceExhausted(what + ": cannot create a curl handle");
   curl_slist* list = nullptr;

@@ -97,6 +97,8 @@ TEST_F(MetadataCredentialsTest, InstanceRoleKeysSignRequestsWithItsSessionToken)
   std::string stats = metadata_->StatsJson();
   EXPECT_NE(stats.find("\"tokens\": 1"), std::string::npos) << stats;  // IMDSv2: a token first
   EXPECT_NE(stats.find("\"unauthorized\": 0"), std::string::npos) << stats;
+  // ... which the fake insists on, as IMDSv2-only instances do.
+  EXPECT_EQ(HttpGet(metadata_->port(), "/latest/meta-data/iam/security-credentials/"), "unauthorized");
 }
 
 TEST_F(MetadataCredentialsTest, ExpiringKeysAreRefreshedAndTheNewKeySignsAfterExpiry) {

@@ -82,6 +82,7 @@ class FakeMetadataServer {
 
   // http://127.0.0.1:PORT (AWS_EC2_METADATA_SERVICE_ENDPOINT)
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  int port() const { return port_; }
   // http://127.0.0.1:PORT/container/creds (AWS_CONTAINER_CREDENTIALS_FULL_URI)
   std::string container_url() const { return url() + "/container/creds"; }
   // Sets the knobs, e.g. "expires_in=3&mode=ok".
