@@ -228,6 +228,14 @@ StatusOr<std::shared_ptr<S3CredentialProvider>> ResolveS3Credentials(const S3Cre
   if (process) return process;
   tried.push_back("credential_process (none in " + config + " " + Section(profile) + ")");
 
+  // The SDKs would take the pod's role from web identity (EKS IRSA) here;
+  // going on would sign with the node's role instead: say so, do not guess.
+  if (!env("AWS_WEB_IDENTITY_TOKEN_FILE").value_or("").empty()) {
+    return Status::NotSupported(
+        "AWS_WEB_IDENTITY_TOKEN_FILE is set (web identity, EKS IRSA), which stfs does not support: give the "
+        "keys another way (credential_process = aws configure export-credentials --format process, or EKS Pod "
+        "Identity), or unset it to use the container or instance role");
+  }
   ASSIGN_OR_RETURN(std::optional<S3ContainerEndpoint> container, S3ContainerEndpointFromEnv(env));
   if (container) {
     std::chrono::milliseconds timeout = options.container_timeout;

@@ -10,6 +10,9 @@
 // endpoint (AWS_CONTAINER_CREDENTIALS_*_URI); the EC2 instance metadata
 // service (IMDSv2). A source that is configured but fails is an error (as in
 // the SDKs): the chain does not go on to a source the user did not choose.
+// Web identity (AWS_WEB_IDENTITY_TOKEN_FILE, EKS IRSA) is not supported; when
+// it is set and nothing before it matched, that is an error, not a silent
+// fall-through to the node's instance role.
 // When nothing matches, one line lists what was tried and why each gave
 // nothing.
 //

@@ -155,7 +155,8 @@ void UseMetadataCredentials(const FakeMetadataServer& server) {
   for (const char* name : {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
                            "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
                            "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN",
-                           "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", "AWS_EC2_METADATA_DISABLED"}) {
+                           "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", "AWS_EC2_METADATA_DISABLED",
+                           "AWS_WEB_IDENTITY_TOKEN_FILE"}) {
     ::unsetenv(name);
   }
   ::setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials", 1);
