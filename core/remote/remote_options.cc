@@ -344,9 +344,10 @@ std::string RemoteOptionsHelp() {
          "  Environment: HF_TOKEN (Bearer token for hf://), HF_ENDPOINT, STFS_HTTP_HEADER\n"
          "  (headers, one 'Name: value' per line); AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,\n"
          "  AWS_SESSION_TOKEN, AWS_PROFILE, AWS_SHARED_CREDENTIALS_FILE, AWS_ENDPOINT_URL,\n"
-         "  AWS_REGION; with none of the keys, the profile's credential_process, then the\n"
-         "  container (AWS_CONTAINER_CREDENTIALS_*) or EC2 instance role (IMDSv2), refreshed\n"
-         "  before they expire. SIZE: 4096, 64K, 4M, 1G. TIME: 500ms, 30s, 2m.\n";
+         "  AWS_REGION; without keys there: web identity (AWS_WEB_IDENTITY_TOKEN_FILE,\n"
+         "  AWS_ROLE_ARN), the profile's credential_process, the container\n"
+         "  (AWS_CONTAINER_CREDENTIALS_*) or EC2 instance role (IMDSv2), refreshed before\n"
+         "  they expire. SIZE: 4096, 64K, 4M, 1G. TIME: 500ms, 30s, 2m.\n";
 }
 
 }  // namespace stfs

@@ -218,6 +218,18 @@ StatusOr<std::shared_ptr<S3CredentialProvider>> ResolveS3Credentials(const S3Cre
   }
   tried.push_back("environment (AWS_ACCESS_KEY_ID not set)");
 
+  // Web identity (EKS IRSA) comes before the files in the SDKs: the pod's
+  // role, not whatever a mounted home directory holds.
+  ASSIGN_OR_RETURN(std::optional<S3WebIdentity> web_identity, S3WebIdentityFromEnv(env));
+  if (web_identity) {
+    std::chrono::milliseconds timeout = options.web_identity_timeout;
+    return SharedProvider("web identity\n" + web_identity->role_arn + "\n" + web_identity->token_file + "\n" +
+                              web_identity->sts_url,
+                          [identity = *web_identity, timeout](const std::atomic<bool>*) {
+                            return FetchS3WebIdentityCredentials(identity, timeout);
+                          });
+  }
+
   StatusOr<S3Credentials> keys = from_file();
   if (keys.ok()) return Fixed(std::move(*keys));
   if (keys.status().code() != StatusCode::kNotFound) return keys.status();
@@ -228,14 +240,6 @@ StatusOr<std::shared_ptr<S3CredentialProvider>> ResolveS3Credentials(const S3Cre
   if (process) return process;
   tried.push_back("credential_process (none in " + config + " " + Section(profile) + ")");
 
-  // The SDKs would take the pod's role from web identity (EKS IRSA) here;
-  // going on would sign with the node's role instead: say so, do not guess.
-  if (!env("AWS_WEB_IDENTITY_TOKEN_FILE").value_or("").empty()) {
-    return Status::NotSupported(
-        "AWS_WEB_IDENTITY_TOKEN_FILE is set (web identity, EKS IRSA), which stfs does not support: give the "
-        "keys another way (credential_process = aws configure export-credentials --format process, or EKS Pod "
-        "Identity), or unset it to use the container or instance role");
-  }
   ASSIGN_OR_RETURN(std::optional<S3ContainerEndpoint> container, S3ContainerEndpointFromEnv(env));
   if (container) {
     std::chrono::milliseconds timeout = options.container_timeout;

@@ -5,14 +5,13 @@
 // The chain, first match wins: -o no_sign (anonymous); -o profile=NAME (the
 // shared credentials file's [NAME], else the config file's credential_process
 // of [profile NAME]; nothing further); AWS_ACCESS_KEY_ID +
-// AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN); the credentials file's
+// AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN); web identity
+// (AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN, EKS IRSA); the credentials file's
 // [AWS_PROFILE or default]; that profile's credential_process; the container
 // endpoint (AWS_CONTAINER_CREDENTIALS_*_URI); the EC2 instance metadata
 // service (IMDSv2). A source that is configured but fails is an error (as in
 // the SDKs): the chain does not go on to a source the user did not choose.
-// Web identity (AWS_WEB_IDENTITY_TOKEN_FILE, EKS IRSA) is not supported; when
-// it is set and nothing before it matched, that is an error, not a silent
-// fall-through to the node's instance role.
+
 // When nothing matches, one line lists what was tried and why each gave
 // nothing.
 //

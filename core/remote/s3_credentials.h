@@ -65,6 +65,7 @@ struct S3CredentialOptions {
   // where they exist; 1 s (as the AWS SDKs) makes a machine without them
   // fail fast.
   std::chrono::milliseconds process_timeout{60'000};
+  std::chrono::milliseconds web_identity_timeout{5'000};
   std::chrono::milliseconds container_timeout{2'000};
   std::chrono::milliseconds instance_metadata_timeout{1'000};
 };

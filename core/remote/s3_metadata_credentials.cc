@@ -1,11 +1,14 @@
-// Container and instance metadata credentials (see s3_metadata_credentials.h).
+// Web identity, container and instance metadata credentials (see
+// s3_metadata_credentials.h).
 //
 // Not HttpClient: that one is a pooled GET-only Range client with buffers
-// owned by the caller; these are a few tiny exchanges (one a PUT) per hour.
+// owned by the caller; these are a few tiny exchanges (a PUT, a POST) per hour.
 #include "core/remote/s3_metadata_credentials.h"
 
 #include <curl/curl.h>
 
+#include <cctype>
+#include <cerrno>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -13,6 +16,7 @@
 
 #include "core/remote/curl_buffers.h"
 #include "core/remote/s3_credential_json.h"
+#include "core/remote/s3_xml.h"
 
 namespace stfs {
 namespace {
@@ -46,7 +50,8 @@ std::string Seconds(std::chrono::milliseconds d) {
 // One exchange; `headers` are "Name: value". Errors are one line naming
 // `what` (never a header or the body).
 StatusOr<Answer> Exchange(const std::string& what, const char* method, const std::string& url,
-                          const std::vector<std::string>& headers, std::chrono::milliseconds timeout) {
+                          const std::vector<std::string>& headers, std::chrono::milliseconds timeout,
+                          const std::string& body = "") {
   // The same global init as HttpClient: whichever runs first decides libcurl's allocator.
   InitCurlWithBufferPool();
   std::unique_ptr<CURL, void (*)(CURL*)> curl(curl_easy_init(), curl_easy_cleanup);
@@ -58,7 +63,10 @@ StatusOr<Answer> Exchange(const std::string& what, const char* method, const std
   CURL* c = curl.get();
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
   curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-  if (std::string_view(method) == "PUT") curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
+  if (std::string_view(method) != "GET") {
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
+  }
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
   curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -78,6 +86,30 @@ StatusOr<Answer> Exchange(const std::string& what, const char* method, const std
 
 Status StatusError(const std::string& what, const Answer& a) {
   return Status::IOError(what + " (HTTP " + std::to_string(a.status) + ")", a.status == 401 || a.status == 403 ? EACCES : 0);
+}
+
+// Reads a token file whole, without the trailing line break.
+StatusOr<std::string> ReadTokenFile(const std::string& what, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::IOError(what + ": cannot read " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string token = text.str();
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) token.pop_back();
+  return token;
+}
+
+std::string FormEscape(const std::string& value) {
+  std::string out;
+  for (unsigned char c : value) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      static const char* kHex = "0123456789ABCDEF";
+      out += {'%', kHex[c >> 4], kHex[c & 15]};
+    }
+  }
+  return out;
 }
 
 bool Truthy(const std::optional<std::string>& v) {
@@ -136,12 +168,7 @@ StatusOr<S3Credentials> FetchS3ContainerCredentials(const S3ContainerEndpoint& e
   const std::string origin = "container credentials";
   std::string token = endpoint.token;
   if (!endpoint.token_file.empty()) {
-    std::ifstream in(endpoint.token_file);
-    if (!in) return Status::IOError(origin + ": cannot read AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE " + endpoint.token_file);
-    std::stringstream text;
-    text << in.rdbuf();
-    token = text.str();
-    while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) token.pop_back();
+    ASSIGN_OR_RETURN(token, ReadTokenFile(origin + " (AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE)", endpoint.token_file));
   }
   if (token.find_first_of("\r\n") != std::string::npos) {
     return Status::InvalidArgument(origin + ": the authorization token holds a line break");
@@ -151,6 +178,55 @@ StatusOr<S3Credentials> FetchS3ContainerCredentials(const S3ContainerEndpoint& e
   ASSIGN_OR_RETURN(Answer a, Exchange(origin, "GET", endpoint.url, headers, timeout));
   if (a.status != 200) return StatusError(origin, a);
   return ParseS3CredentialJson(a.body, S3CredentialJsonFormat::kMetadata, origin);
+}
+
+StatusOr<std::optional<S3WebIdentity>> S3WebIdentityFromEnv(const EnvLookup& env) {
+  S3WebIdentity identity;
+  identity.token_file = env("AWS_WEB_IDENTITY_TOKEN_FILE").value_or("");
+  if (identity.token_file.empty()) return std::optional<S3WebIdentity>();
+  identity.role_arn = env("AWS_ROLE_ARN").value_or("");
+  if (identity.role_arn.empty()) {
+    return Status::InvalidArgument("AWS_WEB_IDENTITY_TOKEN_FILE is set but AWS_ROLE_ARN is not");
+  }
+  identity.session_name = env("AWS_ROLE_SESSION_NAME").value_or("");
+  if (identity.session_name.empty()) {
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::system_clock::now().time_since_epoch());
+    identity.session_name = "stfs-" + std::to_string(ms.count());
+  }
+  identity.sts_url = env("AWS_ENDPOINT_URL_STS").value_or("");
+  if (identity.sts_url.empty()) {
+    std::string region = env("AWS_REGION").value_or("");
+    if (region.empty()) region = env("AWS_DEFAULT_REGION").value_or("");
+    identity.sts_url = region.empty() ? "https://sts.amazonaws.com" : "https://sts." + region + ".amazonaws.com";
+  }
+  return std::optional<S3WebIdentity>(std::move(identity));
+}
+
+StatusOr<S3Credentials> FetchS3WebIdentityCredentials(const S3WebIdentity& identity,
+                                                      std::chrono::milliseconds timeout) {
+  const std::string origin = "web identity (role " + identity.role_arn + ")";
+  ASSIGN_OR_RETURN(std::string token, ReadTokenFile(origin + " (AWS_WEB_IDENTITY_TOKEN_FILE)", identity.token_file));
+  if (token.empty()) return Status::InvalidArgument(origin + ": the token file is empty");
+  // A POST: the token stays out of URLs (and so out of any access log).
+  std::string form = "Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn=" + FormEscape(identity.role_arn) +
+                     "&RoleSessionName=" + FormEscape(identity.session_name) +
+                     "&WebIdentityToken=" + FormEscape(token);
+  ASSIGN_OR_RETURN(Answer a, Exchange(origin, "POST", identity.sts_url, {"Accept: application/xml"}, timeout, form));
+  if (a.status != 200) {
+    StatusOr<StsCredentials> refusal = ParseStsCredentials(a.body);
+    std::string code = refusal.ok() ? "" : refusal.status().message();
+    return Status::IOError(origin + " (HTTP " + std::to_string(a.status) +
+                               (code.rfind("STS error ", 0) == 0 ? ", " + code : "") + ")",
+                           a.status == 401 || a.status == 403 ? EACCES : 0);
+  }
+  StatusOr<StsCredentials> keys = ParseStsCredentials(a.body);
+  if (!keys.ok()) return Status::IOError(origin + ": " + keys.status().message());
+  std::optional<std::chrono::system_clock::time_point> expiration = ParseIso8601(keys->expiration);
+  if (!expiration) return Status::IOError(origin + ": <Expiration> is not an ISO 8601 UTC time");
+  return S3Credentials::Keys(std::move(keys->access_key_id), std::move(keys->secret_access_key),
+                             std::move(keys->session_token), origin)
+      .WithExpiration(expiration);
 }
 
 std::optional<std::string> S3InstanceMetadataEndpoint(const EnvLookup& env) {

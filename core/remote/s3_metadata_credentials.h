@@ -1,6 +1,7 @@
-// Temporary keys from the metadata services of the machine a job runs on:
-// the container credentials endpoint (ECS task roles, EKS Pod Identity) and
-// the EC2 instance metadata service, IMDSv2 (the instance role).
+// Temporary keys from the services of the machine a job runs on: web
+// identity (EKS IRSA: a token file traded for a role's keys at STS), the
+// container credentials endpoint (ECS task roles, EKS Pod Identity) and the
+// EC2 instance metadata service, IMDSv2 (the instance role).
 //
 // Each is a couple of small HTTP exchanges over libcurl with a short
 // deadline (connect and total), no redirects, and answers of at most 64 KiB;
@@ -26,6 +27,27 @@ struct S3ContainerEndpoint {
   std::string token_file;
   std::string token;
 };
+
+// Web identity: AWS_WEB_IDENTITY_TOKEN_FILE (read at every fetch: the
+// kubelet rotates it), AWS_ROLE_ARN, AWS_ROLE_SESSION_NAME (else
+// "stfs-<epoch ms>"), STS at AWS_ENDPOINT_URL_STS, else
+// https://sts.REGION.amazonaws.com for AWS_REGION / AWS_DEFAULT_REGION, else
+// https://sts.amazonaws.com.
+struct S3WebIdentity {
+  std::string token_file;
+  std::string role_arn;
+  std::string session_name;
+  std::string sts_url;
+};
+
+// nullopt when AWS_WEB_IDENTITY_TOKEN_FILE is not set; InvalidArgument
+// when it is but AWS_ROLE_ARN is not.
+StatusOr<std::optional<S3WebIdentity>> S3WebIdentityFromEnv(const EnvLookup& env);
+
+// POSTs AssumeRoleWithWebIdentity (unsigned: the token is the proof) and
+// returns the role's keys.
+StatusOr<S3Credentials> FetchS3WebIdentityCredentials(const S3WebIdentity& identity,
+                                                      std::chrono::milliseconds timeout);
 
 // nullopt when neither variable is set. InvalidArgument for a full URI the
 // SDKs refuse too: plain http to a host other than loopback or the ECS / EKS

@@ -202,6 +202,34 @@ StatusOr<S3Error> ParseS3Error(std::string_view xml) {
   return error;
 }
 
+StatusOr<StsCredentials> ParseStsCredentials(std::string_view xml) {
+  StsCredentials keys;
+  std::string error_code;
+  constexpr std::string_view kResponse = "AssumeRoleWithWebIdentityResponse";
+  constexpr std::string_view kResult = "AssumeRoleWithWebIdentityResult";
+  ASSIGN_OR_RETURN(std::string root, ScanXml(xml, [&](const std::vector<std::string_view>& path,
+                                                       const std::string_view* text) -> Status {
+    if (PathIs(path, {kResponse, kResult, "Credentials", "AccessKeyId"})) {
+      ASSIGN_OR_RETURN(keys.access_key_id, Decoded(text, "AccessKeyId"));
+    } else if (PathIs(path, {kResponse, kResult, "Credentials", "SecretAccessKey"})) {
+      ASSIGN_OR_RETURN(keys.secret_access_key, Decoded(text, "SecretAccessKey"));
+    } else if (PathIs(path, {kResponse, kResult, "Credentials", "SessionToken"})) {
+      ASSIGN_OR_RETURN(keys.session_token, Decoded(text, "SessionToken"));
+    } else if (PathIs(path, {kResponse, kResult, "Credentials", "Expiration"})) {
+      ASSIGN_OR_RETURN(keys.expiration, Decoded(text, "Expiration"));
+    } else if (PathIs(path, {"ErrorResponse", "Error", "Code"})) {
+      ASSIGN_OR_RETURN(error_code, Decoded(text, "Code"));
+    }
+    return Status::OK();
+  }));
+  if (root == "ErrorResponse") return Status::IOError("STS error " + (error_code.empty() ? "(no code)" : error_code));
+  if (root != kResponse || keys.access_key_id.empty() || keys.secret_access_key.empty() ||
+      keys.session_token.empty() || keys.expiration.empty()) {
+    return Status::Corruption("STS answer: no complete <Credentials>");
+  }
+  return keys;
+}
+
 StatusOr<S3ListPage> ParseS3ListPage(std::string_view xml) {
   S3ListPage page;
   S3Object object;

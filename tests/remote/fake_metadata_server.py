@@ -11,6 +11,11 @@ tests/remote (stdlib only; no real service is reachable from a test).
   Container endpoint (ECS / EKS Pod Identity):
     GET /container/... -> keys JSON; 401 unless Authorization is the token
     given on the command line.
+  STS, for web identity (EKS IRSA):
+    POST /sts/ with Action=AssumeRoleWithWebIdentity, Version=2011-06-15,
+    RoleArn=ROLE_ARN, RoleSessionName and WebIdentityToken (the same token)
+    -> AssumeRoleWithWebIdentityResponse XML; else 400 (or 403 for a wrong
+    token) with an ErrorResponse.
 
 Keys: with key=ID&secret=S (control), always that pair; otherwise a new pair
 on each fetch: AccessKeyId "ASIAFAKE<n>E<expiry epoch>", SecretAccessKey
@@ -44,6 +49,7 @@ STATE = {"expires_in": 3600.0, "real_expires_in": None, "mode": "ok", "status": 
 IMDS_TOKENS = set()
 CONTAINER_TOKEN = ""
 ROLE = "test-role"
+ROLE_ARN = "arn:aws:iam::123456789012:role/test-role"
 ROLE_PATH = "/latest/meta-data/iam/security-credentials/"
 
 
@@ -61,8 +67,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def keys(self, metadata_fields):
-        """Answers a credential request as the knobs say."""
+    def keys(self, render):
+        """Answers a credential request as the knobs say; `render` makes the
+        body of a good answer from the key fields."""
         with LOCK:
             STATE["fetches"] += 1
             STATE["serial"] += 1
@@ -80,22 +87,55 @@ class Handler(http.server.BaseHTTPRequestHandler):
         real = now + (config["real_expires_in"] if config["real_expires_in"] is not None else config["expires_in"])
         if config["key"]:
             key_id, secret = config["key"], config["secret"]
-            token = "token-for-" + key_id
         else:
             key_id = "ASIAFAKE%04dE%d" % (config["serial"], int(real))
-            secret, token = "secret-for-" + key_id, "token-for-" + key_id
-        body = {"AccessKeyId": key_id, "SecretAccessKey": secret, "Token": token,
-                "Expiration": datetime.datetime.fromtimestamp(expiry, datetime.timezone.utc)
-                .strftime("%Y-%m-%dT%H:%M:%SZ")}
+            secret = "secret-for-" + key_id
+        fields = {"AccessKeyId": key_id, "SecretAccessKey": secret, "Token": "token-for-" + key_id,
+                  "Expiration": datetime.datetime.fromtimestamp(expiry, datetime.timezone.utc)
+                  .strftime("%Y-%m-%dT%H:%M:%SZ")}
+        self.send(200, *render(fields))
+
+    @staticmethod
+    def json_keys(fields, metadata_fields=False):
+        body = dict(fields)
         if metadata_fields:
             body.update({"Code": "Success", "Type": "AWS-HMAC",
                          "LastUpdated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")})
-        self.send(200, json.dumps(body), "application/json")
+        return json.dumps(body), "application/json"
+
+    @staticmethod
+    def sts_keys(fields):
+        return ("<AssumeRoleWithWebIdentityResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
+                "<AssumeRoleWithWebIdentityResult><Credentials>"
+                "<AccessKeyId>%s</AccessKeyId><SecretAccessKey>%s</SecretAccessKey>"
+                "<SessionToken>%s</SessionToken><Expiration>%s</Expiration>"
+                "</Credentials></AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>"
+                % (fields["AccessKeyId"], fields["SecretAccessKey"], fields["Token"], fields["Expiration"]),
+                "text/xml")
+
+    def sts_error(self, status, code):
+        self.send(status, "<ErrorResponse><Error><Type>Sender</Type><Code>%s</Code><Message>refused</Message>"
+                          "</Error></ErrorResponse>" % code, "text/xml")
 
     def unauthorized(self):
         with LOCK:
             STATE["unauthorized"] += 1
         self.send(401, "unauthorized")
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length", "0") or 0)
+        form = urllib.parse.parse_qs(self.rfile.read(length).decode(), keep_blank_values=True)
+        if self.path.rstrip("/") != "/sts":
+            return self.send(404, "not found")
+        field = lambda name: form.get(name, [""])[0]
+        if (field("Action") != "AssumeRoleWithWebIdentity" or field("Version") != "2011-06-15"
+                or field("RoleArn") != ROLE_ARN or not field("RoleSessionName")):
+            return self.sts_error(400, "ValidationError")
+        if field("WebIdentityToken") != CONTAINER_TOKEN:
+            with LOCK:
+                STATE["unauthorized"] += 1
+            return self.sts_error(403, "InvalidIdentityToken")
+        return self.keys(self.sts_keys)
 
     def do_PUT(self):
         length = int(self.headers.get("Content-Length", "0") or 0)
@@ -118,7 +158,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if parsed.path.startswith("/container/"):
             if self.headers.get("Authorization") != CONTAINER_TOKEN:
                 return self.unauthorized()
-            return self.keys(metadata_fields=False)
+            return self.keys(self.json_keys)
         if parsed.path.startswith(ROLE_PATH):
             with LOCK:
                 known = self.headers.get("X-aws-ec2-metadata-token") in IMDS_TOKENS
@@ -134,7 +174,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     return
                 return self.send(200, ROLE)
             if parsed.path == ROLE_PATH + ROLE:
-                return self.keys(metadata_fields=True)
+                return self.keys(lambda fields: self.json_keys(fields, metadata_fields=True))
         self.send(404, "not found")
 
     def control(self, parsed):

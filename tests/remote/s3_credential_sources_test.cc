@@ -1,5 +1,6 @@
-// Temporary keys end to end: the EC2 instance metadata service (IMDSv2) and
-// the container endpoint, faked by tests/remote/fake_metadata_server.py, and
+// Temporary keys end to end: the EC2 instance metadata service (IMDSv2), the
+// container endpoint and STS for web identity, faked by
+// tests/remote/fake_metadata_server.py, and
 // requests signed with them checked by tests/remote/s3_sigv4_check.py, which
 // recomputes each signature, names the key it was made with, and refuses a
 // key after its real expiry as S3 does (400 ExpiredToken). So a 200 after the
@@ -33,7 +34,8 @@ class MetadataCredentialsTest : public ::testing::Test {
   }
   void TearDown() override {
     for (const char* name : {"AWS_EC2_METADATA_SERVICE_ENDPOINT", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-                             "AWS_CONTAINER_AUTHORIZATION_TOKEN", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"}) {
+                             "AWS_CONTAINER_AUTHORIZATION_TOKEN", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+                             "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_ENDPOINT_URL_STS"}) {
       ::unsetenv(name);
     }
     ::setenv("AWS_EC2_METADATA_DISABLED", "true", 1);  // never the real service from a later test
@@ -85,14 +87,18 @@ class MetadataCredentialsTest : public ::testing::Test {
     return {std::make_unique<HttpClient>(std::move(settings)), request->url};
   }
 
+  // Opens s3://bucket/k and returns what its first GET was signed with.
+  std::string KeyOfAFreshOpen() const {
+    Opened s3 = Open();
+    return s3.client ? SignedWith(Get(*s3.client, s3.url)) : "open failed";
+  }
+
   std::unique_ptr<FakeMetadataServer> metadata_;
   std::unique_ptr<SigV4Checker> checker_;
 };
 
 TEST_F(MetadataCredentialsTest, InstanceRoleKeysSignRequestsWithItsSessionToken) {
-  Opened s3 = Open();
-  ASSERT_NE(s3.client, nullptr);
-  std::string key = SignedWith(Get(*s3.client, s3.url));
+  std::string key = KeyOfAFreshOpen();
   EXPECT_EQ(key.rfind("ASIAFAKE0001E", 0), 0u) << key;  // the checker also checked its token
   std::string stats = metadata_->StatsJson();
   EXPECT_NE(stats.find("\"tokens\": 1"), std::string::npos) << stats;  // IMDSv2: a token first
@@ -175,13 +181,9 @@ TEST_F(MetadataCredentialsTest, ABrokenAnswerIsOneLineWithoutItsText) {
 TEST_F(MetadataCredentialsTest, ContainerEndpointGetsItsAuthorizationToken) {
   ::setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", metadata_->container_url().c_str(), 1);
   ::setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", "container-auth-token", 1);
-  {
-    Opened s3 = Open();
-    ASSERT_NE(s3.client, nullptr);
-    std::string key = SignedWith(Get(*s3.client, s3.url));
-    EXPECT_EQ(key.rfind("ASIAFAKE", 0), 0u) << key;
-    EXPECT_NE(metadata_->StatsJson().find("\"tokens\": 0"), std::string::npos);  // IMDS never asked
-  }
+  std::string key = KeyOfAFreshOpen();
+  EXPECT_EQ(key.rfind("ASIAFAKE", 0), 0u) << key;
+  EXPECT_NE(metadata_->StatsJson().find("\"tokens\": 0"), std::string::npos);  // IMDS never asked
   // From a token file (EKS Pod Identity), which wins over the variable.
   TempDir dir;
   ::setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", dir.Write("token", "container-auth-token\n").c_str(), 1);
@@ -196,6 +198,20 @@ TEST_F(MetadataCredentialsTest, ContainerEndpointGetsItsAuthorizationToken) {
   StatusOr<std::shared_ptr<S3CredentialProvider>> refused = ResolveS3Credentials({});
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().message(), "container credentials (HTTP 401)");
+}
+
+TEST_F(MetadataCredentialsTest, WebIdentityTradesTheTokenFileForTheRolesKeysAtSts) {
+  metadata_->UseWebIdentity("container-auth-token");
+  std::string key = KeyOfAFreshOpen();
+  EXPECT_EQ(key.rfind("ASIAFAKE", 0), 0u) << key;
+  EXPECT_NE(metadata_->StatsJson().find("\"tokens\": 0"), std::string::npos);  // IMDS never asked
+  metadata_->UseWebIdentity("a-stale-token");
+  StatusOr<std::shared_ptr<S3CredentialProvider>> refused = ResolveS3Credentials({});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(),
+            std::string("web identity (role ") + FakeMetadataServer::kRoleArn +
+                ") (HTTP 403, STS error InvalidIdentityToken)");
+  EXPECT_EQ(refused.status().message().find("a-stale-token"), std::string::npos);
 }
 
 }  // namespace

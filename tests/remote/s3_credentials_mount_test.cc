@@ -1,7 +1,7 @@
 // Mounts of s3:// objects signed with keys from the sources a cluster job
-// has: credential_process, the container endpoint and the instance role
-// (both faked by tests/remote/fake_metadata_server.py, handing out s3rver's
-// own key pair). Each mount must serve every tensor byte-exact.
+// has: credential_process, web identity, the container endpoint and the
+// instance role (the last three faked by tests/remote/fake_metadata_server.py,
+// handing out s3rver's own key pair). Each mount must serve every tensor byte-exact.
 #include <sys/stat.h>
 
 #include <cstdlib>
@@ -29,7 +29,8 @@ class S3CredentialsMount : public S3rverMountTest {
   void TearDown() override {
     S3rverMountTest::TearDown();
     for (const char* name : {"AWS_EC2_METADATA_SERVICE_ENDPOINT", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-                             "AWS_CONTAINER_AUTHORIZATION_TOKEN"}) {
+                             "AWS_CONTAINER_AUTHORIZATION_TOKEN", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN",
+                             "AWS_ENDPOINT_URL_STS"}) {
       ::unsetenv(name);
     }
     ::setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
@@ -72,6 +73,11 @@ TEST_F(S3CredentialsMount, ABrokenCredentialProcessIsOneLineNamingTheProfileNotI
 TEST_F(S3CredentialsMount, ContainerCredentials) {
   ::setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", metadata_->container_url().c_str(), 1);
   ::setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", "container-auth-token", 1);
+  ExpectServed();
+}
+
+TEST_F(S3CredentialsMount, WebIdentityCredentials) {
+  metadata_->UseWebIdentity("container-auth-token");
   ExpectServed();
 }
 

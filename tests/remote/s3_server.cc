@@ -151,12 +151,18 @@ void FakeMetadataServer::Set(const std::string& query) const { HttpGet(port_, "/
 
 std::string FakeMetadataServer::StatsJson() const { return HttpGet(port_, "/__control__/stats"); }
 
+void FakeMetadataServer::UseWebIdentity(const std::string& token) const {
+  ::setenv("AWS_WEB_IDENTITY_TOKEN_FILE", dir_.Write("web-identity-token", token + "\n").c_str(), 1);
+  ::setenv("AWS_ROLE_ARN", kRoleArn, 1);
+  ::setenv("AWS_ENDPOINT_URL_STS", sts_url().c_str(), 1);
+}
+
 void UseMetadataCredentials(const FakeMetadataServer& server) {
   for (const char* name : {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
                            "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
                            "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN",
                            "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", "AWS_EC2_METADATA_DISABLED",
-                           "AWS_WEB_IDENTITY_TOKEN_FILE"}) {
+                           "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_ENDPOINT_URL_STS"}) {
     ::unsetenv(name);
   }
   ::setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials", 1);

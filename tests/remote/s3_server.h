@@ -85,6 +85,12 @@ class FakeMetadataServer {
   int port() const { return port_; }
   // http://127.0.0.1:PORT/container/creds (AWS_CONTAINER_CREDENTIALS_FULL_URI)
   std::string container_url() const { return url() + "/container/creds"; }
+  // http://127.0.0.1:PORT/sts/ (AWS_ENDPOINT_URL_STS); the role it knows.
+  std::string sts_url() const { return url() + "/sts/"; }
+  static constexpr const char* kRoleArn = "arn:aws:iam::123456789012:role/test-role";
+  // Sets AWS_WEB_IDENTITY_TOKEN_FILE (a file in its temp dir holding
+  // `token`), AWS_ROLE_ARN and AWS_ENDPOINT_URL_STS for this server.
+  void UseWebIdentity(const std::string& token) const;
   // Sets the knobs, e.g. "expires_in=3&mode=ok".
   void Set(const std::string& query) const;
   // {"fetches": N, "tokens": M, "unauthorized": K}
@@ -99,7 +105,7 @@ class FakeMetadataServer {
 
 // Points the process at `server` for credentials: clears the keys and files
 // that come first in the chain, sets AWS_EC2_METADATA_SERVICE_ENDPOINT, and
-// unsets the container variables and AWS_EC2_METADATA_DISABLED.
+// unsets the web identity and container variables and AWS_EC2_METADATA_DISABLED.
 void UseMetadataCredentials(const FakeMetadataServer& server);
 
 struct S3TestResponse {
