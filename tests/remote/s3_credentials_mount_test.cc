@@ -4,10 +4,15 @@
 // handing out s3rver's own key pair). Each mount must serve every tensor byte-exact.
 #include <sys/stat.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <thread>
 
 #include "tests/fs/mount_harness.h"
 #include "tests/remote/s3_mount_fixture.h"
+#include "tests/remote/remote_test_util.h"
 #include "tests/remote/s3_server.h"
 
 namespace stfs::testing {
@@ -85,6 +90,32 @@ TEST_F(S3CredentialsMount, InstanceRoleCredentials) {
   ::unsetenv("AWS_EC2_METADATA_DISABLED");
   ExpectServed();
   EXPECT_EQ(metadata_->StatsJson().find("\"fetches\": 0"), std::string::npos);  // the keys came from there
+}
+
+// The instance role's keys expire while the mount is up and the service
+// fails: reads of data not cached fail (an errno, within a bound, no hang)
+// once the keys are dead, and work again once the service answers.
+TEST_F(S3CredentialsMount, ExpiredKeysWithAFailingServiceFailReadsThenRecover) {
+  ::unsetenv("AWS_EC2_METADATA_DISABLED");
+  metadata_->Set("key=S3RVER&secret=S3RVER&expires_in=4");
+  std::string mnt = MountFile("s3://models/m.safetensors", {"-o", EndpointOption() + ",block_size=256K,cache_size=4M"});
+  ASSERT_FALSE(mnt.empty());
+  const std::string& tail = tensors_[1].bytes;
+  int err = 0;
+  EXPECT_EQ(PreadFile(mnt + "/tail/data", &err, 0, 4096), tail.substr(0, 4096)) << std::strerror(err);
+  metadata_->Set("mode=status&status=500");
+  std::this_thread::sleep_for(std::chrono::milliseconds(4'500));  // past the keys' expiry
+
+  const auto started = std::chrono::steady_clock::now();
+  std::string got = PreadFile(mnt + "/tail/data", &err, 700'000, 4096);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(30));  // generous: no hang
+  EXPECT_EQ(got, "");
+  EXPECT_TRUE(err == EIO || err == EACCES) << std::strerror(err);
+  EXPECT_TRUE(IsMounted(mnt));
+
+  metadata_->Set("key=S3RVER&secret=S3RVER&expires_in=3600");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1'200));  // the retry backoff after a failure
+  EXPECT_EQ(PreadFile(mnt + "/tail/data", &err, 700'000, 4096), tail.substr(700'000, 4096)) << std::strerror(err);
 }
 
 TEST_F(S3CredentialsMount, NoCredentialsAnywhereIsOneLineListingTheSources) {
