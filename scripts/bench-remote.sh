@@ -12,7 +12,8 @@
 #      vs 4 parallel curls of the same ranges, aggregate GB/s and ratio;
 #   4. CPU seconds per GiB of each process (curl; nginx; stfs, dd), from
 #      rusage and /proc/PID/stat: on a small machine where server, client and
-#      daemon share the cores, CPU per byte is what sets the speed;
+#      daemon share the cores, CPU per byte is what sets the speed; and the
+#      daemon's minor page faults per GiB (fresh memory it touched);
 #   5. random: 1 MiB preads at random offsets in the tensor on a fresh mount,
 #      as MB/s, with bytes fetched vs bytes read, for the default block size
 #      and for -o block_size=1M, each with and without posix_fadvise(RANDOM)
@@ -137,6 +138,9 @@ daemon_pid() {  # mnt
   done
   die "no stfs process serves $1"
 }
+# Minor page faults of process PID so far (/proc/PID/stat field 10): fresh
+# memory the daemon touches, which costs more than copying on a VM.
+minor_faults() { awk '{ print $10 }' "/proc/$1/stat"; }
 per_gib() { awk -v s="$1" -v b="$2" 'BEGIN { printf "%.2f\n", s * 1073741824 / b }'; }
 
 median() { sort -g | awk '{ v[NR] = $1 } END { printf "%.3f\n", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
@@ -201,13 +205,16 @@ curl_cmd() { echo "curl -s -o /dev/null -w '%{size_download}' -r $1-$(($1 + $2 -
 dd_cmd() { echo "dd if='$1' of=/dev/null bs=1M status=none"; }
 
 curl_runs=() first_runs=() first_ratios=() local_runs=() repeat_runs=() repeat_ratios=() amplification=()
-cpu_curl=() cpu_curl_nginx=() cpu_daemon=() cpu_dd=() cpu_mount_nginx=()
+cpu_curl=() cpu_curl_nginx=() cpu_daemon=() cpu_dd=() cpu_mount_nginx=() faults_daemon=()
 for ((i = 0; i < TRIALS; i++)); do
   note "trial $((i + 1))/$TRIALS: sequential"
   read -r c c_cpu c_nginx < <(run_measured "$SIZE" "$NGINX_PID" "$SIZE" "$(curl_cmd "$START" "$SIZE")")
   do_mount "$URL" ""
-  read -r f f_cpu f_daemon f_nginx < <(run_measured "$SIZE" "$(daemon_pid "$MNT"),$NGINX_PID" "" \
+  dpid=$(daemon_pid "$MNT")
+  faults0=$(minor_faults "$dpid")
+  read -r f f_cpu f_daemon f_nginx < <(run_measured "$SIZE" "$dpid,$NGINX_PID" "" \
                                           "$(dd_cmd "$MNT/big/data")")
+  faults_daemon+=("$(awk -v n="$(($(minor_faults "$dpid") - faults0))" -v b="$SIZE" 'BEGIN { printf "%.0f\n", n * 1073741824 / b }')")
   fetched=$(source_stat "$MNT" bytes_fetched)
   l=$(dd_gbps "$FILE" "$START" "$SIZE")
   r=$(dd_gbps "$MNT/big/data" 0 "$SIZE")
@@ -220,6 +227,7 @@ for ((i = 0; i < TRIALS; i++)); do
   cpu_mount_nginx+=("$(per_gib "$f_nginx" "$SIZE")")
   note "  curl $c GB/s, mount first $f GB/s, local $l GB/s, mount repeated $r GB/s, fetched/read $(ratio "$fetched" "$SIZE")"
   note "  CPU s: curl $c_cpu + nginx $c_nginx; stfs $f_daemon + dd $f_cpu + nginx $f_nginx"
+  note "  stfs page faults per GiB: ${faults_daemon[-1]}"
 done
 
 PAR=$((PAR_MIB * 1024 * 1024))
@@ -274,6 +282,7 @@ echo "CPU seconds per GiB read, first sequential read (medians):"
 printf '  %-44s %7s + nginx %s\n' "curl" "$(med "${cpu_curl[@]}")" "$(med "${cpu_curl_nginx[@]}")"
 printf '  %-44s %7s + dd %s + nginx %s\n' "mount: stfs daemon" "$(med "${cpu_daemon[@]}")" \
   "$(med "${cpu_dd[@]}")" "$(med "${cpu_mount_nginx[@]}")"
+printf '  %-44s %7.0f\n' "stfs daemon page faults per GiB (minflt)" "$(med "${faults_daemon[@]}")"
 echo "4 readers of 4 tensors of $PAR_MIB MiB in parallel, aggregate (medians of $TRIALS):"
 printf '  %-44s %7s GB/s   CPU s/GiB (all processes) %s\n' "4 parallel curls (same ranges)" \
   "$(med "${par_curl_runs[@]}")" "$(med "${par_cpu_curl[@]}")"
