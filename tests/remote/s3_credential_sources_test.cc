@@ -120,13 +120,13 @@ TEST_F(MetadataCredentialsTest, ExpiringKeysAreRefreshedAndTheNewKeySignsAfterEx
 }
 
 TEST_F(MetadataCredentialsTest, ExpiredTokenAnswerFetchesNewKeysOnceAndSendsAgain) {
-  // The keys claim an hour but die in 2 s (revoked, or a skewed clock).
-  metadata_->Set("expires_in=3600&real_expires_in=2");
+  // The keys claim an hour but die in 4 s (revoked, or a skewed clock).
+  metadata_->Set("expires_in=3600&real_expires_in=4");
   Opened s3 = Open();
   ASSERT_NE(s3.client, nullptr);
   std::string first = SignedWith(Get(*s3.client, s3.url));
   ASSERT_EQ(first.rfind("ASIAFAKE0001", 0), 0u) << first;
-  std::this_thread::sleep_for(std::chrono::milliseconds(2'500));
+  std::this_thread::sleep_for(std::chrono::milliseconds(4'500));
   std::string later = SignedWith(Get(*s3.client, s3.url));
   EXPECT_EQ(later.rfind("ASIAFAKE0002", 0), 0u) << later;
 }
