@@ -2,8 +2,10 @@
 // handles that keep their connections alive between calls.
 //
 // This layer only speaks HTTP: it sends one request (no redirect following,
-// no retries), reports what came back, and writes a 2xx body into the
-// caller's buffers, never past them. Judging the response (is this the range
+// no retries; the one exception: a SigV4-signed request whose keys S3
+// refused as expired goes once more with fresh keys, see aws_answer),
+// reports what came back, and writes a 2xx body into the caller's buffers,
+// never past them. Judging the response (is this the range
 // we asked for, retry or not) belongs to RangeFetcher. It never logs, and its
 // messages never contain request headers.
 #pragma once

@@ -4,6 +4,7 @@
 // Content-Range, ETag pinned with If-Match, bounded retries, ESTALE).
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "core/remote/http_client.h"
@@ -13,8 +14,6 @@ namespace stfs {
 
 // Returns the HTTP settings `options` ask for (headers, TLS, timeouts, speed).
 HttpSettings HttpSettingsFor(const RemoteOptions& options);
-
-#include <functional>
 
 struct S3ObjectRequest {
   std::string url;       // http(s) URL of the object
