@@ -191,7 +191,16 @@ Status HttpRangeSource::ReadThroughCache(uint64_t offset, size_t length, char* d
     // A stream's small tail (the last pages of an unaligned pread) goes with it.
     const uint64_t large_read = std::min<uint64_t>(block_size_ / 4, kExactReadMin);
     const bool large = length >= large_read;
-    const bool exact = position.bytes_before < block_size_ && position.bytes_before + length >= large_read;
+    // A small read that jumps or skips ahead within its stream is most often
+    // the kernel filling holes in a file it has cached: it asks only for the
+    // pages it lacks (a few KiB, where memory reclaim took single pages), and
+    // a whole block for each would fetch up to block_size / length times the
+    // bytes. Its reads arrive out of order too (FUSE threads), so once the
+    // stream is sparse every small read of it counts. (A scan's reads out of
+    // order are large; small sequential reads neither skip nor leave gaps.)
+    const bool hole = !large && (position.jumped || position.skipped || position.sparse);
+    const bool exact = hole || (position.bytes_before < block_size_ &&
+                                position.bytes_before + length >= large_read);
     touched.reserve(last - first + 1);
     for (uint64_t index = first; index <= last; ++index) {
       uint64_t block_offset = index * block_size_;
@@ -345,6 +354,9 @@ void HttpRangeSource::ScheduleReadahead(const ReadPatternTracker::Position& posi
   // reads (dd count=8, a header, a small tensor) fetch about what they read,
   // and the kernel's own read-ahead already covers their next request.
   if (!sequential || position.bytes_before < 2 * block_size_) return;
+  // A stream that reads a fraction of what it passes (holes in a cached
+  // file) would fetch mostly bytes its reader already has.
+  if (position.sparse) return;
   // The window grows with the stream (as far ahead as it has read), so a
   // short sequential read (dd count=8) fetches little beyond itself.
   uint64_t end = offset + length;

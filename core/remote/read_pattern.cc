@@ -18,10 +18,16 @@ ReadPatternTracker::Position ReadPatternTracker::Record(uint64_t offset, uint64_
       // the kernel sends small tails late) may trail by up to a block,
       // whatever their own size.
       if (stream != 0 && !Continues(s, offset, max_slack_, slack)) {
-        s = Stream{stream, end, length, 1, clock_};  // a jump: the stream starts again here
-        return Position{};
+        s = Stream{stream, offset, end, length, 1, clock_};  // a jump: the stream starts again here
+        Position jump;
+        jump.jumped = true;
+        return jump;
       }
       Position before{s.reads, s.bytes};
+      if (stream != 0) {
+        before.skipped = offset > s.next;
+        before.sparse = 2 * s.bytes < s.next - s.start;
+      }
       s.reads += 1;
       // Per stream, only progress counts (see the header); by offset, every
       // byte, as before streams were known.
@@ -32,7 +38,7 @@ ReadPatternTracker::Position ReadPatternTracker::Record(uint64_t offset, uint64_
     }
     if (s.stamp < oldest->stamp) oldest = &s;
   }
-  *oldest = Stream{stream, end, length, 1, clock_};
+  *oldest = Stream{stream, offset, end, length, 1, clock_};
   return Position{};
 }
 

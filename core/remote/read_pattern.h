@@ -30,6 +30,14 @@ class ReadPatternTracker {
   struct Position {
     uint64_t reads_before = 0;  // earlier reads of the same stream (0: a new stream)
     uint64_t bytes_before = 0;  // bytes those reads covered (per stream: advanced by)
+    // Per stream only: the reader's stream existed and this read left it
+    // (jumped), or starts past where its reads have reached (skipped: the
+    // reader has the bytes between, as the kernel has what it cached); the
+    // stream's reads so far cover less than half of the bytes they span
+    // (sparse: a reader filling holes in its page cache, not a scan).
+    bool jumped = false;
+    bool skipped = false;
+    bool sparse = false;
   };
   // Records a read of [offset, offset+length) by `stream` (0: unknown) and
   // says where it stands in its stream.
@@ -38,6 +46,7 @@ class ReadPatternTracker {
  private:
   struct Stream {
     uint64_t id = 0;     // the reader's stream, 0 for one found by offset
+    uint64_t start = 0;  // where the stream's first read started
     uint64_t next = 0;   // where the stream's reads have reached
     uint64_t bytes = 0;  // bytes read in the stream
     uint64_t reads = 0;  // reads in the stream; 0 = unused slot

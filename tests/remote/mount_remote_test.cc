@@ -3,6 +3,7 @@
 // `stfs inspect URL` request counts, dd fetching about what it reads, errno
 // EIO / ESTALE with the mount alive, hf:// with a token, and __stats__.
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "tests/remote/remote_test_util.h"
 #include "tests/remote/nginx_mount_fixture.h"
@@ -113,6 +115,65 @@ TEST_F(RemoteMount, DdOfEightMiBFetchesAboutEightMiB) {
   // reader got) + block rounding: far from the 256 MiB tensor.
   EXPECT_LE(fetched, 32 * kMiB) << "fetched " << fetched;
   std::printf("dd of 8 MiB fetched %.1f MiB\n", fetched / double(kMiB));
+}
+
+// Memory reclaim can take single pages of a file the kernel has cached (this
+// VM's DAMON pageout scheme does, see docs/PERFORMANCE.md); reading the file
+// again, the kernel asks for just the missing pages. Those holes must not
+// each cost a whole block, nor look like a scan that earns read-ahead.
+class RemoteMountHoles : public RemoteMount {
+ protected:
+  // Mounts a 64 MiB tensor (16 MiB of cache: the blocks around the holes are
+  // long gone), reads it, drops two pages of the kernel's cache every
+  // `stride` bytes over the first `span` bytes, reads it all again and
+  // returns the bytes fetched for that; `missing` = pages that were dropped.
+  uint64_t RefetchedForHoles(uint64_t stride, uint64_t span, size_t* missing) {
+    std::string file = FileWithTensorSizes({64 * kMiB});
+    std::string mnt = MountFile(Serve(file), {"-o", "cache_size=16M"});
+    EXPECT_FALSE(mnt.empty());
+    const std::string path = mnt + "/tensor.0/data";
+    const std::string data = file.substr(file.size() - 64 * kMiB);
+    int err = 0;
+    EXPECT_EQ(PreadFile(path, &err), data) << std::strerror(err);
+    int fd = ::open(path.c_str(), O_RDONLY);
+    EXPECT_GE(fd, 0);
+    void* map = ::mmap(nullptr, 64 * kMiB, PROT_READ, MAP_SHARED, fd, 0);
+    EXPECT_NE(map, MAP_FAILED);
+    for (uint64_t hole = kMiB + 12288; hole < kMiB + span; hole += stride) {
+      EXPECT_EQ(::posix_fadvise(fd, static_cast<off_t>(hole), 8192, POSIX_FADV_DONTNEED), 0);
+    }
+    std::vector<unsigned char> resident(64 * kMiB / 4096);
+    EXPECT_EQ(::mincore(map, 64 * kMiB, resident.data()), 0);
+    *missing = 0;
+    for (unsigned char r : resident) *missing += (r & 1) ? 0 : 1;
+    ::munmap(map, 64 * kMiB);
+    ::close(fd);
+    const uint64_t before = Stats(mnt)["source"]["bytes_fetched"].get<uint64_t>();
+    EXPECT_EQ(PreadFile(path, &err), data) << std::strerror(err);
+    const uint64_t refetched = Stats(mnt)["source"]["bytes_fetched"].get<uint64_t>() - before;
+    std::printf("%zu missing pages refetched %.2f MiB\n", *missing, refetched / double(kMiB));
+    return refetched;
+  }
+};
+
+TEST_F(RemoteMountHoles, FewFarApartCostAboutTheirPages) {
+  size_t missing = 0;
+  uint64_t refetched = RefetchedForHoles(4 * kMiB, 40 * kMiB, &missing);  // 10 holes
+  ASSERT_GE(missing, 20u) << "fadvise dropped no pages";
+  ASSERT_LE(missing, 84u) << "the kernel kept too little of the file for this test";
+  // The first hole may start the new open file's stream (one 4 MiB block);
+  // whole blocks for each would be 40 MiB.
+  EXPECT_LE(refetched, 6 * kMiB);
+}
+
+TEST_F(RemoteMountHoles, ManyCloseTogetherGetNoReadahead) {
+  size_t missing = 0;
+  // 1,920 holes, 15 MiB of pages over 60 MiB: past the first 4 MiB of them
+  // the stream used to look like a scan (whole blocks, then read-ahead).
+  uint64_t refetched = RefetchedForHoles(32 << 10, 60 * kMiB, &missing);
+  ASSERT_GE(missing, 3840u) << "fadvise dropped too few pages";
+  ASSERT_LE(missing, 3904u) << "the kernel kept too little of the file for this test";
+  EXPECT_LE(refetched, 24 * kMiB);
 }
 
 TEST_F(RemoteMount, ServerErrorsAreEioAndTheMountStaysUp) {
