@@ -30,7 +30,10 @@ namespace stfs {
 namespace {
 
 using fuse_internal::Context;
+using fuse_internal::kStopSignals;
 using fuse_internal::MakeOps;
+using fuse_internal::SessionLoop;
+using fuse_internal::StartQuietThread;
 
 std::string JoinOptions(const std::vector<std::string>& options) {
   std::string out;
@@ -51,9 +54,9 @@ std::string JoinOptions(const std::vector<std::string>& options) {
 //      failed read-ahead as a plain read) are still answered, quickly,
 //   3. lets the loop end by itself once the last open file is closed, or
 //      after kDrainMs ends it (fds still open then get ENOTCONN).
-// libfuse blocks these signals in its workers; our own threads block them
-// too, so they reach the loop thread and interrupt its wait.
-constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
+// Workers (ours: SessionLoop; libfuse's with -s) and our other threads
+// block these signals, so they reach the loop thread and interrupt its
+// wait; only SessionLoop's leader takes them while it waits for a request.
 constexpr int kDrainMs = 1000;
 
 std::atomic<int> g_wake_fd{-1};
@@ -84,18 +87,6 @@ class StopSignals {
  private:
   struct sigaction old_[std::size(kStopSignals)];
 };
-
-// Starts a thread with the stop signals blocked, so they reach the loop thread.
-template <typename Body>
-std::thread StartQuietThread(Body&& body) {
-  sigset_t stop, old;
-  sigemptyset(&stop);
-  for (int sig : kStopSignals) sigaddset(&stop, sig);
-  pthread_sigmask(SIG_BLOCK, &stop, &old);
-  std::thread thread(std::forward<Body>(body));
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  return thread;
-}
 
 // Makes fuse_session_unmount only close the session (and free what it
 // holds) without unmounting the path again: it skips the unmount when the
@@ -141,6 +132,7 @@ std::string WithFuseMessage(std::string base) {
 Status RunSession(fuse_session* se, Context& ctx, const ServeOptions& options, const int wake[2],
                   std::atomic<bool>* detached, const std::function<bool(const Status&)>& on_ready) {
   const pthread_t loop_thread = pthread_self();
+  SessionLoop loop(se, options.max_threads);
   auto loop_done = [&] {
     std::lock_guard<std::mutex> lock(ctx.ready.mu);
     return ctx.ready.loop_done;
@@ -177,21 +169,17 @@ Status RunSession(fuse_session* se, Context& ctx, const ServeOptions& options, c
     *detached = true;
     std::unique_lock<std::mutex> lock(ctx.ready.mu);
     if (!ctx.ready.cv.wait_for(lock, std::chrono::milliseconds(kDrainMs), [&] { return ctx.ready.loop_done; })) {
-      fuse_session_exit(se);
-      pthread_kill(loop_thread, SIGTERM);  // interrupts the loop's wait (the handler only writes the pipe)
+      lock.unlock();
+      if (options.single_threaded) {
+        fuse_session_exit(se);
+        pthread_kill(loop_thread, SIGTERM);  // interrupts the loop's wait (the handler only writes the pipe)
+      } else {
+        loop.Stop();
+      }
     }
   });
 
-  int rc;
-  if (options.single_threaded) {
-    rc = fuse_session_loop(se);
-  } else {
-    fuse_loop_config* config = fuse_loop_cfg_create();
-    fuse_loop_cfg_set_max_threads(config, options.max_threads);
-    fuse_loop_cfg_set_clone_fd(config, 0);
-    rc = fuse_session_loop_mt(se, config);
-    fuse_loop_cfg_destroy(config);
-  }
+  int rc = options.single_threaded ? fuse_session_loop(se) : loop.Run();
   {
     std::lock_guard<std::mutex> lock(ctx.ready.mu);
     ctx.ready.loop_done = true;

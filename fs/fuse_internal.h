@@ -9,6 +9,7 @@
 //                     getattr, open, opendir/readdir, statfs, ...), MakeOps
 //   fuse_read.cc      the read path: splice, pinned blocks (fuse_reply_iov),
 //                     pread into a per-thread buffer
+//   fuse_loop.cc      the multi-threaded session loop (SessionLoop)
 //
 // Locking: the Filesystem's tree is immutable after construction and its
 // slice view cache has its own mutex; the only shared mutable state is
@@ -20,12 +21,16 @@
 #define FUSE_USE_VERSION 312
 #endif
 #include <fuse3/fuse_lowlevel.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "fs/filesystem.h"
@@ -90,5 +95,51 @@ void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_in
 
 // Every handler, for fuse_session_new (fuse_handlers.cc).
 fuse_lowlevel_ops MakeOps();
+
+// The signals that stop a session (their handler only writes a wake pipe).
+inline constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
+
+// Starts a thread with the stop signals blocked, so they reach the loop thread.
+template <typename Body>
+std::thread StartQuietThread(Body&& body) {
+  sigset_t stop, old;
+  sigemptyset(&stop);
+  for (int sig : kStopSignals) sigaddset(&stop, sig);
+  pthread_sigmask(SIG_BLOCK, &stop, &old);
+  std::thread thread(std::forward<Body>(body));
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return thread;
+}
+
+// Serves a mounted session with up to max_threads workers (fuse_loop.cc
+// says how and why not fuse_session_loop_mt).
+class SessionLoop {
+ public:
+  SessionLoop(fuse_session* se, unsigned max_threads);
+  // Serves until the session ends (unmounted, or Stop); returns 0, or the
+  // negative errno that reading /dev/fuse failed with.
+  int Run();
+  // Ends Run() even while a worker waits for a request; returns once every
+  // worker is gone (each finishes the request it is answering).
+  void Stop();
+
+ private:
+  void Work();
+  void StartWorkerLocked();
+  void EndLocked(int error);
+
+  fuse_session* const se_;
+  const unsigned max_threads_;
+  std::mutex mu_;
+  std::condition_variable lead_cv_;  // leadership is free, or done_
+  std::condition_variable done_cv_;  // a worker left
+  bool done_ = false;
+  bool leading_ = false;  // a worker reads /dev/fuse now: leader_
+  pthread_t leader_{};
+  unsigned running_ = 0;  // workers started and not yet gone
+  unsigned idle_ = 0;     // workers waiting for leadership
+  int error_ = 0;
+  std::vector<std::thread> workers_;
+};
 
 }  // namespace stfs::fuse_internal

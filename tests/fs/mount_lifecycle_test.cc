@@ -67,23 +67,39 @@ class SlowServer {
 constexpr uint64_t kStallFrom = 8u << 20;
 std::vector<TestTensor> BigTensor() { return {{"w", DType::U8, {16u << 20}, ""}}; }
 
+// BigTensor's model served by a SlowServer that never answers reads from
+// kStallFrom on, mounted with `stfs -f` with retries and stalls long enough
+// that only teardown can end such a read. pid is 0 when it did not mount.
+struct StallingMount {
+  explicit StallingMount(MountTest* test)
+      : tensors(BigTensor()),
+        server(test, test->WriteSource(BuildSafetensors(tensors)), {"--stall-from", std::to_string(kStallFrom)}),
+        mnt(test->NewMountpoint()),
+        log(test->dir_.path() + "/foreground.log") {
+    if (!server.ok()) return;
+    pid = Spawn({StfsBinary(), "-f", "-o", "block_size=1M,readahead=0,stall_timeout=60s,retries=0", server.Url(), mnt},
+                log);
+    if (pid > 0 && !WaitForMount(mnt, 15000)) {
+      ::kill(pid, SIGKILL);
+      WaitForExit(pid, 5000);
+      pid = 0;
+    }
+  }
+  std::vector<TestTensor> tensors;
+  SlowServer server;
+  std::string mnt;
+  std::string log;
+  int pid = 0;
+};
+
 TEST_F(Mount, SigtermUnmountsWithin2sWhileAReaderIsBlockedAndTheReaderGetsEio) {
   if (!StfsHasRemote()) GTEST_SKIP() << "stfs was built without remote sources";
-  std::vector<TestTensor> tensors = BigTensor();
-  std::string src = WriteSource(BuildSafetensors(tensors));
-  SlowServer server(this, src, {"--stall-from", std::to_string(kStallFrom)});
-  ASSERT_TRUE(server.ok()) << server.Output();
-  std::string mnt = NewMountpoint();
-  std::string log = dir_.path() + "/foreground.log";
-  // Retries and stalls are long enough that only teardown can end the read.
-  int pid = Spawn({StfsBinary(), "-f", "-o", "block_size=1M,readahead=0,stall_timeout=60s,retries=0",
-                   server.Url(), mnt}, log);
-  ASSERT_GT(pid, 0);
-  if (!WaitForMount(mnt, 15000)) {
-    ::kill(pid, SIGKILL);
-    WaitForExit(pid, 5000);
-    FAIL() << "stfs -f did not mount: " << ReadWholeFile(log);
-  }
+  StallingMount stalling(this);
+  ASSERT_TRUE(stalling.server.ok()) << stalling.server.Output();
+  ASSERT_GT(stalling.pid, 0) << "stfs -f did not mount: " << ReadWholeFile(stalling.log);
+  const std::string& mnt = stalling.mnt;
+  const std::string& log = stalling.log;
+  const int pid = stalling.pid;
   std::promise<int> read_errno;
   std::future<int> reader_done = read_errno.get_future();
   std::thread reader([&] {
@@ -117,6 +133,51 @@ TEST_F(Mount, SigtermUnmountsWithin2sWhileAReaderIsBlockedAndTheReaderGetsEio) {
     Unmount(mnt);  // lets a stuck reader go before the thread is joined
   }
   reader.join();
+}
+
+// The session loop's leader answers metadata itself and hands reads to
+// other workers (fs/fuse_loop.cc): a read stuck on its source must leave
+// listings, stats and other reads answered.
+TEST_F(Mount, AReadBlockedOnItsSourceLeavesTheOtherRequestsAnswered) {
+  if (!StfsHasRemote()) GTEST_SKIP() << "stfs was built without remote sources";
+  StallingMount stalling(this);
+  ASSERT_TRUE(stalling.server.ok()) << stalling.server.Output();
+  ASSERT_GT(stalling.pid, 0) << "stfs -f did not mount: " << ReadWholeFile(stalling.log);
+  const std::string& mnt = stalling.mnt;
+  const std::string& log = stalling.log;
+  const int pid = stalling.pid;
+  std::future<void> stuck = std::async(std::launch::async, [&] {
+    int fd = ::open((mnt + "/w/data").c_str(), O_RDONLY);
+    if (fd < 0) return;
+    char buf[4096];
+    (void)::pread(fd, buf, sizeof buf, 12 << 20);
+    ::close(fd);
+  });
+  ASSERT_EQ(stuck.wait_for(std::chrono::milliseconds(1500)), std::future_status::timeout)
+      << "the read was expected to block on the stalled server";
+  // Everything else, while that read waits on the server.
+  std::future<std::string> others = std::async(std::launch::async, [&]() -> std::string {
+    struct stat st;
+    if (::stat((mnt + "/w/shape").c_str(), &st) != 0) return std::string("stat: ") + std::strerror(errno);
+    std::string listing = RunCommand({"ls", "-l", mnt + "/w"}).out;
+    if (listing.find("data.npy") == std::string::npos) return "listing: " + listing;
+    int fd = ::open((mnt + "/w/data").c_str(), O_RDONLY);
+    if (fd < 0) return std::string("open: ") + std::strerror(errno);
+    std::string head(4096, '\0');
+    ssize_t n = ::pread(fd, head.data(), head.size(), 0);
+    ::close(fd);
+    if (n != static_cast<ssize_t>(head.size())) return "short read of the first bytes";
+    return head == stalling.tensors[0].bytes.substr(0, head.size()) ? "" : "wrong bytes";
+  });
+  const bool answered = others.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  EXPECT_TRUE(answered) << "a read blocked on its source held up the mount's other requests";
+  // Teardown ends the stuck read (and anything else still waiting).
+  ASSERT_EQ(::kill(pid, SIGTERM), 0);
+  EXPECT_EQ(WaitForExit(pid, 10000), 0) << ReadWholeFile(log);
+  if (answered) {
+    EXPECT_EQ(others.get(), "");
+  }
+  if (IsMounted(mnt)) Unmount(mnt);
 }
 
 TEST_F(Mount, SigkilledDaemonLeavesNoMountBehind) {
