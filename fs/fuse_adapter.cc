@@ -54,9 +54,10 @@ std::string JoinOptions(const std::vector<std::string>& options) {
 //      failed read-ahead as a plain read) are still answered, quickly,
 //   3. lets the loop end by itself once the last open file is closed, or
 //      after kDrainMs ends it (fds still open then get ENOTCONN).
-// Workers (ours: SessionLoop; libfuse's with -s) and our other threads
-// block these signals, so they reach the loop thread and interrupt its
-// wait; only SessionLoop's leader takes them while it waits for a request.
+// SessionLoop's workers and our other threads block these signals, so
+// they reach the loop thread (with -s, libfuse's loop runs there and a
+// signal interrupts its wait); SessionLoop's leader alone takes them while
+// it waits for a request, which is how Stop() interrupts that wait.
 constexpr int kDrainMs = 1000;
 
 std::atomic<int> g_wake_fd{-1};

@@ -125,7 +125,7 @@ class SessionLoop {
 
  private:
   void Work();
-  void StartWorkerLocked();
+  bool StartWorkerLocked();
   void EndLocked(int error);
 
   fuse_session* const se_;

@@ -23,6 +23,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <thread>
 
 #include "fs/fuse_internal.h"
@@ -51,11 +52,13 @@ void SetStopSignalsBlocked(bool blocked) {
 
 }  // namespace
 
-SessionLoop::SessionLoop(fuse_session* se, unsigned max_threads) : se_(se), max_threads_(max_threads ? max_threads : 1) {}
+SessionLoop::SessionLoop(fuse_session* se, unsigned max_threads) : se_(se), max_threads_(max_threads ? max_threads : 1) {
+  workers_.reserve(max_threads_);  // push_back then never reallocates, so never throws with a thread running
+}
 
 int SessionLoop::Run() {
   std::unique_lock<std::mutex> lock(mu_);
-  StartWorkerLocked();
+  if (!StartWorkerLocked()) return -EAGAIN;
   done_cv_.wait(lock, [&] { return done_ && running_ == 0; });
   std::vector<std::thread> workers = std::move(workers_);
   lock.unlock();
@@ -76,9 +79,16 @@ void SessionLoop::Stop() {
   }
 }
 
-void SessionLoop::StartWorkerLocked() {
+bool SessionLoop::StartWorkerLocked() {
+  // A thread that cannot be made (a process or memory limit) leaves the
+  // loop with the workers it has, as libfuse's does; the first one is needed.
+  try {
+    workers_.push_back(StartQuietThread([this] { Work(); }));
+  } catch (const std::exception&) {
+    return false;
+  }
   ++running_;
-  workers_.push_back(StartQuietThread([this] { Work(); }));
+  return true;
 }
 
 void SessionLoop::EndLocked(int error) {
@@ -124,7 +134,7 @@ void SessionLoop::Work() {
       EndLocked(error);
       break;
     }
-    if (idle_ == 0 && running_ < max_threads_) StartWorkerLocked();
+    if (idle_ == 0 && running_ < max_threads_) (void)StartWorkerLocked();
     lead_cv_.notify_one();
     lock.unlock();
     fuse_session_process_buf(se_, &buf);
