@@ -10,7 +10,7 @@
 // a reader is copying from, and holders must release them promptly (a FUSE
 // reply is written, then dropped). Bytes the source could not pin (no room
 // in the cache, a header read) come in a buffer the PinnedBytes owns.
-// Nothing here knows FUSE: fs/fuse_adapter.cc turns the spans into an iovec.
+// Nothing here knows FUSE: fs/fuse_read.cc turns the spans into an iovec.
 #pragma once
 
 #include <cstddef>
