@@ -8,6 +8,7 @@
 #include <map>
 #include <vector>
 
+#include "core/remote/s3_assume_role.h"
 #include "core/remote/s3_credential_json.h"
 #include "core/remote/s3_credential_process.h"
 #include "core/remote/s3_metadata_credentials.h"
@@ -67,6 +68,16 @@ StatusOr<std::shared_ptr<S3CredentialProvider>> FromCredentialProcess(const std:
     return RunCredentialProcess(command, origin, timeout, cancel);
   };
   return SharedProvider("process\n" + config + "\n" + profile + "\n" + command->second, fetch);
+}
+
+// The profile's role (role_arn), or null when it has none.
+StatusOr<std::shared_ptr<S3CredentialProvider>> FromAssumeRole(const std::string& file, const std::string& config,
+                                                               const std::string& profile,
+                                                               const S3CredentialOptions& options,
+                                                               const EnvLookup& env) {
+  ASSIGN_OR_RETURN(std::optional<S3AssumeRolePlan> plan, PlanS3AssumeRole(profile, file, config, options, env));
+  if (!plan) return std::shared_ptr<S3CredentialProvider>();
+  return SharedProvider(plan->source_key, plan->fetch);
 }
 
 }  // namespace
@@ -195,7 +206,9 @@ StatusOr<std::shared_ptr<S3CredentialProvider>> ResolveS3Credentials(const S3Cre
   auto from_file = [&]() -> StatusOr<S3Credentials> { return ReadS3CredentialsFile(file, profile); };
 
   if (!options.profile.empty()) {
-    // A profile the user named: its keys or its credential_process, nothing else.
+    // A profile the user named: its role, its keys or its credential_process, nothing else.
+    ASSIGN_OR_RETURN(std::shared_ptr<S3CredentialProvider> role, FromAssumeRole(file, config, profile, options, env));
+    if (role) return role;
     StatusOr<S3Credentials> keys = from_file();
     if (keys.ok()) return Fixed(std::move(*keys));
     if (keys.status().code() != StatusCode::kNotFound) return keys.status();
@@ -230,6 +243,9 @@ StatusOr<std::shared_ptr<S3CredentialProvider>> ResolveS3Credentials(const S3Cre
                           });
   }
 
+  // A role_arn comes before the profile's own keys, as in the AWS CLI.
+  ASSIGN_OR_RETURN(std::shared_ptr<S3CredentialProvider> role, FromAssumeRole(file, config, profile, options, env));
+  if (role) return role;
   StatusOr<S3Credentials> keys = from_file();
   if (keys.ok()) return Fixed(std::move(*keys));
   if (keys.status().code() != StatusCode::kNotFound) return keys.status();

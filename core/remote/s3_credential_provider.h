@@ -3,10 +3,12 @@
 // keys, refreshed before they expire without stopping readers.
 //
 // The chain, first match wins: -o no_sign (anonymous); -o profile=NAME (the
-// shared credentials file's [NAME], else the config file's credential_process
-// of [profile NAME]; nothing further); AWS_ACCESS_KEY_ID +
+// role of a config file [profile NAME] with role_arn (s3_assume_role.h), else
+// the shared credentials file's [NAME], else the config file's
+// credential_process of [profile NAME]; nothing further); AWS_ACCESS_KEY_ID +
 // AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN); web identity
-// (AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN, EKS IRSA); the credentials file's
+// (AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN, EKS IRSA); the role of
+// [AWS_PROFILE or default] when it has role_arn; the credentials file's
 // [AWS_PROFILE or default]; that profile's credential_process; the container
 // endpoint (AWS_CONTAINER_CREDENTIALS_*_URI); the EC2 instance metadata
 // service (IMDSv2). A source that is configured but fails is an error (as in

@@ -66,6 +66,7 @@ struct S3CredentialOptions {
   // fail fast.
   std::chrono::milliseconds process_timeout{60'000};
   std::chrono::milliseconds web_identity_timeout{5'000};
+  std::chrono::milliseconds assume_role_timeout{5'000};  // each AssumeRole of a role_arn profile
   std::chrono::milliseconds container_timeout{2'000};
   std::chrono::milliseconds instance_metadata_timeout{1'000};
 };

@@ -49,13 +49,19 @@ std::string Seconds(std::chrono::milliseconds d) {
 
 // One exchange; `headers` are "Name: value". Errors are one line naming
 // `what` (never a header or the body).
+// `signer`, when given, signs the request (SigV4 for `sigv4`, libcurl's
+// signer as for S3 requests: see s3_signing.h).
 StatusOr<Answer> Exchange(const std::string& what, const char* method, const std::string& url,
-                          const std::vector<std::string>& headers, std::chrono::milliseconds timeout,
-                          const std::string& body = "") {
+                          std::vector<std::string> headers, std::chrono::milliseconds timeout,
+                          const std::string& body = "", const S3Credentials* signer = nullptr,
+                          const std::string& sigv4 = "") {
   // The same global init as HttpClient: whichever runs first decides libcurl's allocator.
   InitCurlWithBufferPool();
   std::unique_ptr<CURL, void (*)(CURL*)> curl(curl_easy_init(), curl_easy_cleanup);
   if (!curl) return Status::ResourceExhausted(what + ": cannot create a curl handle");
+  if (signer && !signer->session_token().empty()) {
+    headers.push_back("x-amz-security-token: " + signer->session_token());
+  }
   curl_slist* list = nullptr;
   for (const std::string& h : headers) list = curl_slist_append(list, h.c_str());
   std::unique_ptr<curl_slist, void (*)(curl_slist*)> header_list(list, curl_slist_free_all);
@@ -72,6 +78,11 @@ StatusOr<Answer> Exchange(const std::string& what, const char* method, const std
   curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(c, CURLOPT_NOPROXY, "*");  // link-local services: never through a proxy
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, header_list.get());
+  if (signer) {
+    curl_easy_setopt(c, CURLOPT_AWS_SIGV4, sigv4.c_str());
+    curl_easy_setopt(c, CURLOPT_USERNAME, signer->access_key_id().c_str());
+    curl_easy_setopt(c, CURLOPT_PASSWORD, signer->secret_access_key().c_str());
+  }
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(timeout.count()));
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, Collect);
@@ -189,17 +200,8 @@ StatusOr<std::optional<S3WebIdentity>> S3WebIdentityFromEnv(const EnvLookup& env
     return Status::InvalidArgument("AWS_WEB_IDENTITY_TOKEN_FILE is set but AWS_ROLE_ARN is not");
   }
   identity.session_name = env("AWS_ROLE_SESSION_NAME").value_or("");
-  if (identity.session_name.empty()) {
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::system_clock::now().time_since_epoch());
-    identity.session_name = "stfs-" + std::to_string(ms.count());
-  }
-  identity.sts_url = env("AWS_ENDPOINT_URL_STS").value_or("");
-  if (identity.sts_url.empty()) {
-    std::string region = env("AWS_REGION").value_or("");
-    if (region.empty()) region = env("AWS_DEFAULT_REGION").value_or("");
-    identity.sts_url = region.empty() ? "https://sts.amazonaws.com" : "https://sts." + region + ".amazonaws.com";
-  }
+  if (identity.session_name.empty()) identity.session_name = S3DefaultSessionName();
+  identity.sts_url = S3StsUrl(env);
   return std::optional<S3WebIdentity>(std::move(identity));
 }
 
@@ -212,15 +214,46 @@ StatusOr<S3Credentials> FetchS3WebIdentityCredentials(const S3WebIdentity& ident
   std::string form = "Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn=" + FormEscape(identity.role_arn) +
                      "&RoleSessionName=" + FormEscape(identity.session_name) +
                      "&WebIdentityToken=" + FormEscape(token);
-  ASSIGN_OR_RETURN(Answer a, Exchange(origin, "POST", identity.sts_url, {"Accept: application/xml"}, timeout, form));
+  // Unsigned: the token is the proof.
+  return FetchS3StsCredentials(origin, "AssumeRoleWithWebIdentity", identity.sts_url, form, nullptr, "", timeout);
+}
+
+std::string S3StsRegion(const EnvLookup& env) {
+  std::string region = env("AWS_REGION").value_or("");
+  if (region.empty()) region = env("AWS_DEFAULT_REGION").value_or("");
+  return region;
+}
+
+std::string S3StsUrl(const EnvLookup& env) {
+  std::string url = env("AWS_ENDPOINT_URL_STS").value_or("");
+  if (!url.empty()) return url;
+  const std::string region = S3StsRegion(env);
+  return region.empty() ? "https://sts.amazonaws.com" : "https://sts." + region + ".amazonaws.com";
+}
+
+std::string S3DefaultSessionName() {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch());
+  return "stfs-" + std::to_string(ms.count());
+}
+
+std::string S3StsFormEscape(const std::string& value) { return FormEscape(value); }
+
+StatusOr<S3Credentials> FetchS3StsCredentials(const std::string& origin, const std::string& action,
+                                              const std::string& sts_url, const std::string& form,
+                                              const S3Credentials* signer, const std::string& region,
+                                              std::chrono::milliseconds timeout) {
+  // The global endpoint signs for us-east-1, as the SDKs do.
+  const std::string sigv4 = "aws:amz:" + (region.empty() ? std::string("us-east-1") : region) + ":sts";
+  ASSIGN_OR_RETURN(Answer a, Exchange(origin, "POST", sts_url, {"Accept: application/xml"}, timeout, form, signer,
+                                      sigv4));
   if (a.status != 200) {
-    StatusOr<StsCredentials> refusal = ParseStsCredentials(a.body);
+    StatusOr<StsCredentials> refusal = ParseStsCredentials(a.body, action);
     std::string code = refusal.ok() ? "" : refusal.status().message();
     return Status::IOError(origin + " (HTTP " + std::to_string(a.status) +
                                (code.rfind("STS error ", 0) == 0 ? ", " + code : "") + ")",
                            a.status == 401 || a.status == 403 ? EACCES : 0);
   }
-  StatusOr<StsCredentials> keys = ParseStsCredentials(a.body);
+  StatusOr<StsCredentials> keys = ParseStsCredentials(a.body, action);
   if (!keys.ok()) return Status::IOError(origin + ": " + keys.status().message());
   std::optional<std::chrono::system_clock::time_point> expiration = ParseIso8601(keys->expiration);
   if (!expiration) return Status::IOError(origin + ": <Expiration> is not an ISO 8601 UTC time");

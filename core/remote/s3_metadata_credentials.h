@@ -49,6 +49,25 @@ StatusOr<std::optional<S3WebIdentity>> S3WebIdentityFromEnv(const EnvLookup& env
 StatusOr<S3Credentials> FetchS3WebIdentityCredentials(const S3WebIdentity& identity,
                                                       std::chrono::milliseconds timeout);
 
+// STS: AWS_ENDPOINT_URL_STS, else https://sts.REGION.amazonaws.com for
+// S3StsRegion, else https://sts.amazonaws.com.
+std::string S3StsUrl(const EnvLookup& env);
+// AWS_REGION, else AWS_DEFAULT_REGION, else "" (the global endpoint).
+std::string S3StsRegion(const EnvLookup& env);
+// "stfs-<epoch ms>": the RoleSessionName when none is configured.
+std::string S3DefaultSessionName();
+// A form value, percent-encoded.
+std::string S3StsFormEscape(const std::string& value);
+
+// POSTs `form` (Action=ACTION&Version=...) to STS, signed (SigV4 for
+// `region`, "" = us-east-1) with `signer` when not null, and returns the
+// keys of the <ACTION>Response. Errors are one line: "ORIGIN (HTTP N, STS
+// error CODE)", never a key or the answer's text.
+StatusOr<S3Credentials> FetchS3StsCredentials(const std::string& origin, const std::string& action,
+                                              const std::string& sts_url, const std::string& form,
+                                              const S3Credentials* signer, const std::string& region,
+                                              std::chrono::milliseconds timeout);
+
 // nullopt when neither variable is set. InvalidArgument for a full URI the
 // SDKs refuse too: plain http to a host other than loopback or the ECS / EKS
 // link-local addresses.

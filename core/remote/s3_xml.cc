@@ -202,11 +202,13 @@ StatusOr<S3Error> ParseS3Error(std::string_view xml) {
   return error;
 }
 
-StatusOr<StsCredentials> ParseStsCredentials(std::string_view xml) {
+StatusOr<StsCredentials> ParseStsCredentials(std::string_view xml, std::string_view action) {
   StsCredentials keys;
   std::string error_code;
-  constexpr std::string_view kResponse = "AssumeRoleWithWebIdentityResponse";
-  constexpr std::string_view kResult = "AssumeRoleWithWebIdentityResult";
+  const std::string response_name = std::string(action) + "Response";
+  const std::string result_name = std::string(action) + "Result";
+  const std::string_view kResponse = response_name;
+  const std::string_view kResult = result_name;
   ASSIGN_OR_RETURN(std::string root, ScanXml(xml, [&](const std::vector<std::string_view>& path,
                                                        const std::string_view* text) -> Status {
     if (PathIs(path, {kResponse, kResult, "Credentials", "AccessKeyId"})) {

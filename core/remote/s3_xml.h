@@ -42,7 +42,7 @@ struct S3Error {
 // Parses an S3 <Error> document; Corruption when `xml` is not one.
 StatusOr<S3Error> ParseS3Error(std::string_view xml);
 
-// Keys in an STS AssumeRoleWithWebIdentity answer.
+// Keys in an STS AssumeRoleWithWebIdentity or AssumeRole answer.
 struct StsCredentials {
   std::string access_key_id;
   std::string secret_access_key;
@@ -50,10 +50,12 @@ struct StsCredentials {
   std::string expiration;  // ISO 8601
 };
 
-// Parses the <Credentials> of an AssumeRoleWithWebIdentityResponse.
-// Corruption when one of the four is missing; for an <ErrorResponse>, an
-// IOError naming its error code (never a value from the document).
-StatusOr<StsCredentials> ParseStsCredentials(std::string_view xml);
+// Parses the <Credentials> of an <ACTION>Response (ACTION: the STS action
+// asked, AssumeRoleWithWebIdentity or AssumeRole). Corruption when one of
+// the four is missing; for an <ErrorResponse>, an IOError naming its error
+// code (never another value from the document).
+StatusOr<StsCredentials> ParseStsCredentials(std::string_view xml,
+                                             std::string_view action = "AssumeRoleWithWebIdentity");
 
 // Decodes the five predefined XML entities and numeric character references.
 StatusOr<std::string> DecodeXmlText(std::string_view text);

@@ -16,6 +16,16 @@ tests/remote (stdlib only; no real service is reachable from a test).
     RoleArn=ROLE_ARN, RoleSessionName and WebIdentityToken (the same token)
     -> AssumeRoleWithWebIdentityResponse XML; else 400 (or 403 for a wrong
     token) with an ErrorResponse.
+  STS, for profiles with role_arn:
+    POST /sts/ with Action=AssumeRole, Version=2011-06-15, RoleArn
+    (arn:aws:iam::...; one holding "denied" gets 403 AccessDenied) and
+    RoleSessionName, SigV4-signed for service sts (the signature is
+    recomputed, s3_sigv4_check.py) with SOURCE_KEY / SOURCE_SECRET or a key
+    this server handed out (with its session token) -> AssumeRoleResponse
+    XML; a request unsigned or signed with another key or badly gets 403
+    InvalidClientTokenId / SignatureDoesNotMatch. Each AssumeRole is recorded
+    in stats "assumed": role, the key it was signed with, session name,
+    ExternalId, DurationSeconds.
 
 Keys: with key=ID&secret=S (control), always that pair; otherwise a new pair
 on each fetch: AccessKeyId "ASIAFAKE<n>E<expiry epoch>", SecretAccessKey
@@ -28,7 +38,7 @@ Control (never faulted):
       real_expires_in: when the key really stops working (default expires_in);
       mode: ok, hang (answer nothing for `seconds`), status (answer `status`
       to credential requests), garbage (200 with a body that is not JSON).
-  GET /__control__/stats -> {"fetches": N, "tokens": M, "unauthorized": K}
+  GET /__control__/stats -> {"fetches": N, "tokens": M, "unauthorized": K, "assumed": [...]}
 
 Usage: fake_metadata_server.py CONTAINER_TOKEN PORT_FILE
 """
@@ -42,6 +52,7 @@ import time
 import urllib.parse
 
 import fault_proxy  # next to this file (sys.path[0]): its threaded server
+import s3_sigv4_check  # its signature check
 
 LOCK = threading.Lock()
 STATE = {"expires_in": 3600.0, "real_expires_in": None, "mode": "ok", "status": 500, "seconds": 30.0,
@@ -51,6 +62,10 @@ CONTAINER_TOKEN = ""
 ROLE = "test-role"
 ROLE_ARN = "arn:aws:iam::123456789012:role/test-role"
 ROLE_PATH = "/latest/meta-data/iam/security-credentials/"
+SOURCE_KEY = "AKIASOURCEKEY"  # the static keys AssumeRole may be signed with
+SOURCE_SECRET = "source-secret"
+ISSUED = set()  # key ids handed out: they may sign an AssumeRole too (role chains)
+ASSUMED = []
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -90,6 +105,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         else:
             key_id = "ASIAFAKE%04dE%d" % (config["serial"], int(real))
             secret = "secret-for-" + key_id
+        with LOCK:
+            ISSUED.add(key_id)
         fields = {"AccessKeyId": key_id, "SecretAccessKey": secret, "Token": "token-for-" + key_id,
                   "Expiration": datetime.datetime.fromtimestamp(expiry, datetime.timezone.utc)
                   .strftime("%Y-%m-%dT%H:%M:%SZ")}
@@ -113,6 +130,45 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 % (fields["AccessKeyId"], fields["SecretAccessKey"], fields["Token"], fields["Expiration"]),
                 "text/xml")
 
+    @staticmethod
+    def assume_role_keys(fields):
+        return ("<AssumeRoleResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
+                "<AssumeRoleResult><Credentials>"
+                "<AccessKeyId>%s</AccessKeyId><SecretAccessKey>%s</SecretAccessKey>"
+                "<SessionToken>%s</SessionToken><Expiration>%s</Expiration>"
+                "</Credentials><AssumedRoleUser><Arn>x</Arn></AssumedRoleUser></AssumeRoleResult>"
+                "</AssumeRoleResponse>"
+                % (fields["AccessKeyId"], fields["SecretAccessKey"], fields["Token"], fields["Expiration"]),
+                "text/xml")
+
+    def assume_role(self, field, body):
+        fields = s3_sigv4_check.authorization_fields(self.headers)
+        if fields is None:
+            return self.sts_error(403, "MissingAuthenticationToken")
+        key_id, _, _, service, _ = fields["Credential"].split("/")
+        with LOCK:
+            issued = key_id in ISSUED
+        if key_id == SOURCE_KEY:
+            secret = SOURCE_SECRET
+        elif issued:
+            secret = "secret-for-" + key_id
+            if self.headers.get("x-amz-security-token") != "token-for-" + key_id:
+                return self.sts_error(403, "InvalidClientTokenId")
+        else:
+            return self.sts_error(403, "InvalidClientTokenId")
+        if service != "sts" or s3_sigv4_check.signature_problem(self.path, self.headers, key_id, secret,
+                                                                "POST", body):
+            return self.sts_error(403, "SignatureDoesNotMatch")
+        role = field("RoleArn")
+        if not role.startswith("arn:aws:iam::") or not field("RoleSessionName"):
+            return self.sts_error(400, "ValidationError")
+        if "denied" in role:
+            return self.sts_error(403, "AccessDenied")
+        with LOCK:
+            ASSUMED.append({"role": role, "key": key_id, "session": field("RoleSessionName"),
+                            "external_id": field("ExternalId"), "duration": field("DurationSeconds")})
+        return self.keys(self.assume_role_keys)
+
     def sts_error(self, status, code):
         self.send(status, "<ErrorResponse><Error><Type>Sender</Type><Code>%s</Code><Message>refused</Message>"
                           "</Error></ErrorResponse>" % code, "text/xml")
@@ -124,10 +180,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self):
         length = int(self.headers.get("Content-Length", "0") or 0)
-        form = urllib.parse.parse_qs(self.rfile.read(length).decode(), keep_blank_values=True)
+        body = self.rfile.read(length)
+        form = urllib.parse.parse_qs(body.decode(), keep_blank_values=True)
         if self.path.rstrip("/") != "/sts":
             return self.send(404, "not found")
         field = lambda name: form.get(name, [""])[0]
+        if field("Action") == "AssumeRole" and field("Version") == "2011-06-15":
+            return self.assume_role(field, body)
         if (field("Action") != "AssumeRoleWithWebIdentity" or field("Version") != "2011-06-15"
                 or field("RoleArn") != ROLE_ARN or not field("RoleSessionName")):
             return self.sts_error(400, "ValidationError")
@@ -189,7 +248,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 STATE["seconds"] = float(query.get("seconds", ["30"])[0])
                 STATE["key"] = query.get("key", [""])[0]
                 STATE["secret"] = query.get("secret", [""])[0]
-            body = json.dumps({k: STATE[k] for k in ("fetches", "tokens", "unauthorized")})
+            stats = {k: STATE[k] for k in ("fetches", "tokens", "unauthorized")}
+            stats["assumed"] = ASSUMED
+            body = json.dumps(stats)
         self.send(200, body, "application/json")
 
 

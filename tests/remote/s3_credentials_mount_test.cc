@@ -1,7 +1,8 @@
 // Mounts of s3:// objects signed with keys from the sources a cluster job
-// has: credential_process, web identity, the container endpoint and the
-// instance role (the last three faked by tests/remote/fake_metadata_server.py,
-// handing out s3rver's own key pair). Each mount must serve every tensor byte-exact.
+// has: credential_process, web identity, the container endpoint, the
+// instance role and profiles that assume a role (the last four faked by
+// tests/remote/fake_metadata_server.py, handing out s3rver's own key pair).
+// Each mount must serve every tensor byte-exact.
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -35,7 +36,7 @@ class S3CredentialsMount : public S3rverMountTest {
     S3rverMountTest::TearDown();
     for (const char* name : {"AWS_EC2_METADATA_SERVICE_ENDPOINT", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
                              "AWS_CONTAINER_AUTHORIZATION_TOKEN", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN",
-                             "AWS_ENDPOINT_URL_STS"}) {
+                             "AWS_ENDPOINT_URL_STS", "AWS_PROFILE"}) {
       ::unsetenv(name);
     }
     ::setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
@@ -84,6 +85,39 @@ TEST_F(S3CredentialsMount, ContainerCredentials) {
 TEST_F(S3CredentialsMount, WebIdentityCredentials) {
   metadata_->UseWebIdentity("container-auth-token");
   ExpectServed();
+}
+
+// A profile with role_arn: STS (the fake checks the AssumeRole is signed
+// with the source profile's keys) hands out the role's keys, s3rver's pair.
+TEST_F(S3CredentialsMount, AssumedRoleOfAProfile) {
+  ::setenv("AWS_ENDPOINT_URL_STS", metadata_->sts_url().c_str(), 1);
+  ::setenv("AWS_SHARED_CREDENTIALS_FILE",
+           dir_.Write("credentials", "[base]\naws_access_key_id = AKIASOURCEKEY\n"
+                                     "aws_secret_access_key = source-secret\n").c_str(), 1);
+  ::setenv("AWS_CONFIG_FILE", dir_.Write("config", "[profile models]\nrole_arn = arn:aws:iam::1:role/read-models\n"
+                                                   "source_profile = base\n").c_str(), 1);
+  ::setenv("AWS_PROFILE", "models", 1);
+  ExpectServed();
+  EXPECT_NE(metadata_->StatsJson().find("\"role\": \"arn:aws:iam::1:role/read-models\", \"key\": \"AKIASOURCEKEY\""),
+            std::string::npos);
+}
+
+TEST_F(S3CredentialsMount, ARefusedRoleIsOneLineNamingIt) {
+  ::setenv("AWS_ENDPOINT_URL_STS", metadata_->sts_url().c_str(), 1);
+  ::setenv("AWS_SHARED_CREDENTIALS_FILE",
+           dir_.Write("credentials", "[base]\naws_access_key_id = AKIASOURCEKEY\n"
+                                     "aws_secret_access_key = source-secret\n").c_str(), 1);
+  std::string config = dir_.Write("config", "[profile models]\nrole_arn = arn:aws:iam::1:role/denied\n"
+                                            "source_profile = base\n");
+  ::setenv("AWS_CONFIG_FILE", config.c_str(), 1);
+  CommandResult r = RunStfs({"inspect", "s3://models/m.safetensors", "-o", EndpointOption() + ",profile=models"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(Lines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("role arn:aws:iam::1:role/denied of [profile models] in " + config +
+                       " (HTTP 403, STS error AccessDenied)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("source-secret"), std::string::npos) << r.err;
 }
 
 TEST_F(S3CredentialsMount, InstanceRoleCredentials) {

@@ -51,10 +51,11 @@ def authorization_fields(headers):
     return dict(f.strip().split("=", 1) for f in auth[len("AWS4-HMAC-SHA256 "):].split(","))
 
 
-def signature_problem(raw_path, headers, key_id, secret):
-    """What is wrong with the SigV4 signature of a GET of `raw_path` (as sent)
-    with `headers`, for `key_id` (None: any) and `secret`; None when it is the
-    one S3 computes. Also used by fault_proxy.py's sigv4 fault."""
+def signature_problem(raw_path, headers, key_id, secret, method="GET", body=None):
+    """What is wrong with the SigV4 signature of a GET (or `method` with
+    `body`) of `raw_path` (as sent) with `headers`, for `key_id` (None: any)
+    and `secret`; None when it is the one S3 computes. Also used by
+    fault_proxy.py's sigv4 fault and fake_metadata_server.py's STS."""
     fields = authorization_fields(headers)
     if fields is None:
         return "no SigV4 Authorization header"
@@ -70,9 +71,11 @@ def signature_problem(raw_path, headers, key_id, secret):
     path, _, query = raw_path.partition("?")
     canonical_headers = "".join(f"{n}:{' '.join(headers.get(n).split())}\n" for n in signed)
     payload = headers.get("x-amz-content-sha256")
+    if payload is None and body is not None:
+        payload = hashlib.sha256(body).hexdigest()
     if payload is None:
         return "no x-amz-content-sha256"
-    request = "\n".join(["GET", path, canonical_query(query), canonical_headers, ";".join(signed), payload])
+    request = "\n".join([method, path, canonical_query(query), canonical_headers, ";".join(signed), payload])
     amz_date = headers.get("x-amz-date")
     scope = f"{date}/{region}/{service}/aws4_request"
     to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(request.encode()).hexdigest()])
