@@ -67,21 +67,7 @@ class AssumeRoleTest : public ::testing::Test {
     StatusOr<S3ObjectRequest> request = PrepareS3Object("s3://bucket/k", options, &settings);
     if (!request.ok()) return "open failed: " + request.status().message();
     HttpClient client(std::move(settings));
-    return Get(client, request->url);
-  }
-  static std::string Get(HttpClient& client, const std::string& url) {
-    HttpRequest request;
-    request.url = url;
-    request.send_extra_headers = true;
-    request.time_limit = std::chrono::milliseconds(20'000);
-    std::string body(1 << 16, '\0');
-    HttpResponse r = client.Perform(request, {{body.data(), body.size()}}, "s3://bucket/k", nullptr);
-    if (r.transport_error) return "error: " + r.transport_error->message();
-    body.resize(r.body_bytes);
-    if (!r.error_body.empty()) body = r.error_body;
-    size_t at = body.find(" key ");
-    if (r.status != 200 || at == std::string::npos) return "HTTP " + std::to_string(r.status) + ": " + body;
-    return body.substr(at + 5);
+    return KeyThatSigned(client, request->url);
   }
 
   // The fake's record of one AssumeRole (fake_metadata_server.py's layout).
@@ -201,10 +187,10 @@ TEST_F(AssumeRoleTest, TheRolesKeysAreRefreshedBeforeAndAfterTheyExpire) {
   StatusOr<S3ObjectRequest> request = PrepareS3Object("s3://bucket/k", options, &settings);
   ASSERT_TRUE(request.ok()) << request.status().ToString();
   HttpClient client(std::move(settings));
-  std::string first = Get(client, request->url);
+  std::string first = KeyThatSigned(client, request->url);
   ASSERT_EQ(first.rfind("ASIAFAKE", 0), 0u) << first;
   std::this_thread::sleep_for(std::chrono::milliseconds(8'500));  // the first keys are dead now
-  std::string later = Get(client, request->url);
+  std::string later = KeyThatSigned(client, request->url);
   EXPECT_EQ(later.rfind("ASIAFAKE", 0), 0u) << later;  // a 200: the checker refuses expired keys
   EXPECT_NE(later, first);
 }

@@ -67,14 +67,6 @@ class MetadataCredentialsTest : public ::testing::Test {
     a.error = r.transport_error;
     return a;
   }
-  // The key id the checker names in a "signature ok" answer, or the answer.
-  static std::string SignedWith(const Answer& a) {
-    if (a.error) return "error: " + a.error->message();
-    size_t at = a.body.find(" key ");
-    if (a.status != 200 || at == std::string::npos) return "HTTP " + std::to_string(a.status) + ": " + a.body;
-    return a.body.substr(at + 5);
-  }
-
   struct Opened {
     std::unique_ptr<HttpClient> client;
     std::string url;
@@ -90,7 +82,7 @@ class MetadataCredentialsTest : public ::testing::Test {
   // Opens s3://bucket/k and returns what its first GET was signed with.
   std::string KeyOfAFreshOpen() const {
     Opened s3 = Open();
-    return s3.client ? SignedWith(Get(*s3.client, s3.url)) : "open failed";
+    return s3.client ? KeyThatSigned(*s3.client, s3.url) : "open failed";
   }
 
   std::unique_ptr<FakeMetadataServer> metadata_;
@@ -111,10 +103,10 @@ TEST_F(MetadataCredentialsTest, ExpiringKeysAreRefreshedAndTheNewKeySignsAfterEx
   metadata_->Set("expires_in=3");
   Opened s3 = Open();
   ASSERT_NE(s3.client, nullptr);
-  std::string first = SignedWith(Get(*s3.client, s3.url));
+  std::string first = KeyThatSigned(*s3.client, s3.url);
   ASSERT_EQ(first.rfind("ASIAFAKE", 0), 0u) << first;
   std::this_thread::sleep_for(std::chrono::milliseconds(3'500));  // the first keys are dead now
-  std::string later = SignedWith(Get(*s3.client, s3.url));
+  std::string later = KeyThatSigned(*s3.client, s3.url);
   EXPECT_EQ(later.rfind("ASIAFAKE", 0), 0u) << later;  // a 200: the checker refuses expired keys
   EXPECT_NE(later, first);
 }
@@ -124,10 +116,10 @@ TEST_F(MetadataCredentialsTest, ExpiredTokenAnswerFetchesNewKeysOnceAndSendsAgai
   metadata_->Set("expires_in=3600&real_expires_in=4");
   Opened s3 = Open();
   ASSERT_NE(s3.client, nullptr);
-  std::string first = SignedWith(Get(*s3.client, s3.url));
+  std::string first = KeyThatSigned(*s3.client, s3.url);
   ASSERT_EQ(first.rfind("ASIAFAKE0001", 0), 0u) << first;
   std::this_thread::sleep_for(std::chrono::milliseconds(4'500));
-  std::string later = SignedWith(Get(*s3.client, s3.url));
+  std::string later = KeyThatSigned(*s3.client, s3.url);
   EXPECT_EQ(later.rfind("ASIAFAKE0002", 0), 0u) << later;
 }
 
@@ -135,7 +127,7 @@ TEST_F(MetadataCredentialsTest, AFailedRefreshFailsReadsInOneLineAfterExpiryThen
   metadata_->Set("expires_in=3");
   Opened s3 = Open();
   ASSERT_NE(s3.client, nullptr);
-  ASSERT_EQ(SignedWith(Get(*s3.client, s3.url)).rfind("ASIAFAKE", 0), 0u);
+  ASSERT_EQ(KeyThatSigned(*s3.client, s3.url).rfind("ASIAFAKE", 0), 0u);
   metadata_->Set("mode=status&status=500");
   std::this_thread::sleep_for(std::chrono::milliseconds(3'500));
   const auto started = Clock::now();
@@ -152,7 +144,7 @@ TEST_F(MetadataCredentialsTest, AFailedRefreshFailsReadsInOneLineAfterExpiryThen
 
   metadata_->Set("expires_in=3600");
   std::this_thread::sleep_for(std::chrono::milliseconds(1'200));  // the retry backoff after a failure
-  std::string later = SignedWith(Get(*s3.client, s3.url));
+  std::string later = KeyThatSigned(*s3.client, s3.url);
   EXPECT_EQ(later.rfind("ASIAFAKE", 0), 0u) << later;
 }
 

@@ -205,6 +205,21 @@ S3TestResponse HttpGetWith(const std::string& url, HttpSettings settings) {
   return Get(request, std::move(settings));
 }
 
+std::string KeyThatSigned(HttpClient& client, const std::string& url) {
+  HttpRequest request;
+  request.url = url;
+  request.send_extra_headers = true;
+  request.time_limit = std::chrono::milliseconds(20'000);
+  std::string body(1 << 16, '\0');
+  HttpResponse r = client.Perform(request, {{body.data(), body.size()}}, "s3://bucket/k", nullptr);
+  if (r.transport_error) return "error: " + r.transport_error->message();
+  body.resize(r.body_bytes);
+  if (!r.error_body.empty()) body = r.error_body;
+  size_t at = body.find(" key ");
+  if (r.status != 200 || at == std::string::npos) return "HTTP " + std::to_string(r.status) + ": " + body;
+  return body.substr(at + 5);
+}
+
 S3TestResponse S3Get(const std::string& url, const S3Endpoint& endpoint, const S3Credentials& credentials,
                      bool has_range, uint64_t first, uint64_t last) {
   HttpSettings settings;

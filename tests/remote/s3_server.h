@@ -124,6 +124,11 @@ void UseS3Keys(const char* key_id, const char* secret);
 // A transport failure fails the test.
 S3TestResponse HttpGetWith(const std::string& url, HttpSettings settings);
 
+// GETs `url` with `client` (extra headers sent) from a SigV4Checker in
+// derive mode and returns the key id it names in its "signature ok" answer,
+// else "HTTP N: BODY" or "error: MESSAGE".
+std::string KeyThatSigned(HttpClient& client, const std::string& url);
+
 // GETs `url` with HttpClient signed by ApplyS3Signing(endpoint, credentials);
 // bytes [first, last] when `has_range`. A transport failure fails the test.
 S3TestResponse S3Get(const std::string& url, const S3Endpoint& endpoint, const S3Credentials& credentials,
