@@ -5,6 +5,7 @@
 #include <cctype>
 #include <vector>
 
+#include "core/remote/s3_credential_process.h"
 #include "core/remote/s3_metadata_credentials.h"
 
 namespace stfs {
@@ -39,8 +40,8 @@ StatusOr<S3Credentials> StaticKeys(const std::string& profile, const Settings& s
   std::string id = Setting(settings, "aws_access_key_id");
   std::string secret = Setting(settings, "aws_secret_access_key");
   if (id.empty() || secret.empty()) {
-    return Status::InvalidArgument(wanted_by + ": source_profile " + profile + " has no keys in " +
-                                   credentials_file + " nor in " + config);
+    return Status::NotFound(wanted_by + ": source_profile " + profile + " has no keys in " + credentials_file +
+                            " nor in " + config);
   }
   return S3Credentials::Keys(std::move(id), std::move(secret), Setting(settings, "aws_session_token"),
                              config + " " + SectionName(profile));
@@ -151,9 +152,20 @@ StatusOr<std::optional<S3AssumeRolePlan>> PlanS3AssumeRole(const std::string& pr
         continue;
       }
     }
-    // A profile of static keys (or the role's own profile, as its own source).
-    ASSIGN_OR_RETURN(S3Credentials keys, StaticKeys(next, next_settings, credentials_file, config, wanted_by));
-    source = [keys](const std::atomic<bool>*) -> StatusOr<S3Credentials> { return keys; };
+    // A profile of static keys (or the role's own profile, as its own
+    // source), else of a credential_process: the AWS CLI's order.
+    StatusOr<S3Credentials> keys = StaticKeys(next, next_settings, credentials_file, config, wanted_by);
+    const std::string command = Setting(next_settings, "credential_process");
+    if (!keys.ok() && keys.status().code() == StatusCode::kNotFound && !command.empty()) {
+      // Run again at every fetch: its keys may be temporary too.
+      source = [command, origin = "credential_process of " + config + " " + SectionName(next),
+                timeout = options.process_timeout](const std::atomic<bool>* cancel) {
+        return RunCredentialProcess(command, origin, timeout, cancel);
+      };
+      break;
+    }
+    if (!keys.ok()) return keys.status();
+    source = [keys = *keys](const std::atomic<bool>*) -> StatusOr<S3Credentials> { return keys; };
   }
 
   const std::string sts_url = S3StsUrl(env);

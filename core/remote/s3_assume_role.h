@@ -11,7 +11,8 @@
 //   duration_seconds = 3600   # optional
 //
 // source_profile names a profile with static keys (credentials file, else
-// aws_access_key_id in the config file) or one with its own role_arn: a
+// aws_access_key_id in the config file), else with a credential_process
+// (run at every fetch), or one with its own role_arn: a
 // chain of at most kMaxS3RoleChain roles, walked from the source outwards;
 // a loop is an error. A profile whose source_profile is itself uses its own
 // static keys (as the CLI). Every fetch (the first and each refresh) asks
@@ -40,9 +41,9 @@ struct S3AssumeRolePlan {
 };
 
 // nullopt when [profile `profile`] of the config file `config` has no
-// role_arn. InvalidArgument for a loop, a chain over the limit, a bad
-// setting or a source that has no keys. `credentials_file` is where
-// source profiles' static keys are looked up first.
+// role_arn. InvalidArgument for a loop, a chain over the limit or a bad
+// setting; NotFound for a source profile without keys. `credentials_file`
+// is where source profiles' static keys are looked up first.
 StatusOr<std::optional<S3AssumeRolePlan>> PlanS3AssumeRole(const std::string& profile,
                                                            const std::string& credentials_file,
                                                            const std::string& config,

@@ -5,6 +5,8 @@
 // session name, ExternalId, DurationSeconds); S3 requests signed with the
 // role's keys checked by tests/remote/s3_sigv4_check.py (derive mode: it
 // names the key a request was signed with and refuses it after its expiry).
+#include <sys/stat.h>
+
 #include <gtest/gtest.h>
 
 #include <cerrno>
@@ -13,6 +15,7 @@
 #include <thread>
 
 #include "core/remote/remote_source.h"
+#include "core/remote/s3_assume_role.h"
 #include "core/remote/s3_credential_provider.h"
 #include "core/remote/s3_source.h"
 #include "tests/remote/s3_server.h"
@@ -137,6 +140,24 @@ TEST_F(AssumeRoleTest, ASourceProfileLoopIsOneLineAndAsksStsNothing) {
       "[profile b]\nrole_arn = arn:aws:iam::1:role/b\nsource_profile = a\n");
   EXPECT_EQ(ResolveError("a"), "the source_profile chain of [profile a] in " + config + " loops: a -> b -> a");
   EXPECT_NE(metadata_->StatsJson().find("\"assumed\": []"), std::string::npos);
+
+  std::string chain;  // p0 -> p1 -> ... -> p6: one role more than the limit
+  for (int i = 0; i <= kMaxS3RoleChain; ++i) {
+    chain += "[profile p" + std::to_string(i) + "]\nrole_arn = arn:aws:iam::1:role/r" + std::to_string(i) +
+             "\nsource_profile = p" + std::to_string(i + 1) + "\n";
+  }
+  config = Config(chain + "[profile p" + std::to_string(kMaxS3RoleChain + 1) + "]\naws_access_key_id = A\n");
+  EXPECT_EQ(ResolveError("p0"), "the source_profile chain of [profile p0] in " + config + " is longer than " +
+                                    std::to_string(kMaxS3RoleChain) + " roles");
+}
+
+TEST_F(AssumeRoleTest, AProfileThatIsItsOwnSourceSignsWithItsOwnKeys) {
+  Config(std::string("[profile self]\nrole_arn = ") + kModelsRole +
+         "\nsource_profile = self\nrole_session_name = self\n"
+         "aws_access_key_id = AKIASOURCEKEY\naws_secret_access_key = source-secret\n");
+  std::string key = KeyOfAFreshOpen("self");
+  EXPECT_EQ(key.rfind("ASIAFAKE", 0), 0u) << key;
+  EXPECT_NE(metadata_->StatsJson().find(Assumed(kModelsRole, "AKIASOURCEKEY", "self")), std::string::npos);
 }
 
 TEST_F(AssumeRoleTest, StsRefusalsAreOneLineNamingTheProfileAndTheRole) {
@@ -175,6 +196,18 @@ TEST_F(AssumeRoleTest, CredentialSourcesSignTheAssumeRole) {
 
   EXPECT_NE(ResolveError("both").find("needs exactly one of source_profile and credential_source"),
             std::string::npos);
+}
+
+TEST_F(AssumeRoleTest, ASourceProfileWithACredentialProcessSignsTheAssumeRole) {
+  std::string script = dir_.Write("creds.sh", "#!/bin/sh\necho '{\"Version\": 1, \"AccessKeyId\": \"AKIASOURCEKEY\", "
+                                              "\"SecretAccessKey\": \"source-secret\"}'\n");
+  ::chmod(script.c_str(), 0700);
+  Config(std::string("[profile models]\nrole_arn = ") + kModelsRole +
+         "\nsource_profile = sso\nrole_session_name = proc\n[profile sso]\ncredential_process = " + script + "\n");
+  std::string key = KeyOfAFreshOpen("models");
+  EXPECT_EQ(key.rfind("ASIAFAKE", 0), 0u) << key;
+  std::string stats = metadata_->StatsJson();
+  EXPECT_NE(stats.find(Assumed(kModelsRole, "AKIASOURCEKEY", "proc")), std::string::npos) << stats;
 }
 
 TEST_F(AssumeRoleTest, TheRolesKeysAreRefreshedBeforeAndAfterTheyExpire) {
