@@ -42,7 +42,8 @@ Pool& ThePool() {
 }
 
 void* PoolMalloc(size_t size) {
-  if (IsBufferRequest(size)) {
+  if (!IsBufferRequest(size)) return std::malloc(size);
+  {
     Pool& pool = ThePool();
     std::lock_guard<std::mutex> lock(pool.mu);
     if (pool.count > 0) {
@@ -50,7 +51,10 @@ void* PoolMalloc(size_t size) {
       return pool.spare[--pool.count];
     }
   }
-  return std::malloc(size);
+  // Always the largest size a buffer request may have, so the block fits
+  // every later request once freed, whatever malloc rounds to (ASan's
+  // malloc_usable_size is the exact size asked for).
+  return std::malloc(static_cast<size_t>(kCurlBufferBytes) + kRequestSlack);
 }
 
 void PoolFree(void* p) {
