@@ -33,12 +33,8 @@ constexpr const char* kModelsRole = "arn:aws:iam::123456789012:role/read-models"
 class AssumeRoleTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string error;
-    metadata_ = FakeMetadataServer::Start("container-auth-token", &error);
-    ASSERT_NE(metadata_, nullptr) << error;
-    checker_ = SigV4Checker::Start("-", "derive:secret-for-", &error);
-    ASSERT_NE(checker_, nullptr) << error;
-    UseMetadataCredentials(*metadata_);
+    StartCredentialServers(&metadata_, &checker_);
+    if (HasFatalFailure()) return;
     ::setenv("AWS_EC2_METADATA_DISABLED", "true", 1);  // a test that wants it unsets this
     ::setenv("AWS_ENDPOINT_URL_STS", metadata_->sts_url().c_str(), 1);
     ::setenv("AWS_SHARED_CREDENTIALS_FILE", dir_.Write("credentials", kBaseKeys).c_str(), 1);

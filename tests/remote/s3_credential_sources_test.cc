@@ -25,12 +25,8 @@ using Clock = std::chrono::steady_clock;
 class MetadataCredentialsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string error;
-    metadata_ = FakeMetadataServer::Start("container-auth-token", &error);
-    ASSERT_NE(metadata_, nullptr) << error;
-    checker_ = SigV4Checker::Start("-", "derive:secret-for-", &error);
-    ASSERT_NE(checker_, nullptr) << error;
-    UseMetadataCredentials(*metadata_);
+    StartCredentialServers(&metadata_, &checker_);
+    if (HasFatalFailure()) return;
   }
   void TearDown() override {
     for (const char* name : {"AWS_EC2_METADATA_SERVICE_ENDPOINT", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
@@ -47,26 +43,6 @@ class MetadataCredentialsTest : public ::testing::Test {
     return options;
   }
 
-  // One signed GET of s3://bucket/k through settings as PrepareS3Object makes them.
-  struct Answer {
-    long status = 0;
-    std::string body;
-    std::optional<Status> error;
-  };
-  static Answer Get(HttpClient& client, const std::string& url) {
-    HttpRequest request;
-    request.url = url;
-    request.send_extra_headers = true;
-    request.time_limit = std::chrono::milliseconds(20'000);
-    std::string body(1 << 16, '\0');
-    HttpResponse r = client.Perform(request, {{body.data(), body.size()}}, "s3://bucket/k", nullptr);
-    Answer a;
-    a.status = r.status;
-    body.resize(r.body_bytes);
-    a.body = r.error_body.empty() ? body : r.error_body;
-    a.error = r.transport_error;
-    return a;
-  }
   struct Opened {
     std::unique_ptr<HttpClient> client;
     std::string url;
@@ -131,7 +107,7 @@ TEST_F(MetadataCredentialsTest, AFailedRefreshFailsReadsInOneLineAfterExpiryThen
   metadata_->Set("mode=status&status=500");
   std::this_thread::sleep_for(std::chrono::milliseconds(3'500));
   const auto started = Clock::now();
-  Answer failed = Get(*s3.client, s3.url);
+  SignedGetAnswer failed = SignedGet(*s3.client, s3.url);
   EXPECT_LT(Clock::now() - started, std::chrono::seconds(15));  // generous: no hang
   ASSERT_TRUE(failed.error.has_value()) << failed.status << failed.body;
   const std::string& line = failed.error->message();

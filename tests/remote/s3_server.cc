@@ -205,19 +205,37 @@ S3TestResponse HttpGetWith(const std::string& url, HttpSettings settings) {
   return Get(request, std::move(settings));
 }
 
-std::string KeyThatSigned(HttpClient& client, const std::string& url) {
+void StartCredentialServers(std::unique_ptr<FakeMetadataServer>* metadata,
+                            std::unique_ptr<SigV4Checker>* checker) {
+  std::string error;
+  *metadata = FakeMetadataServer::Start("container-auth-token", &error);
+  ASSERT_NE(*metadata, nullptr) << error;
+  *checker = SigV4Checker::Start("-", "derive:secret-for-", &error);
+  ASSERT_NE(*checker, nullptr) << error;
+  UseMetadataCredentials(**metadata);
+}
+
+SignedGetAnswer SignedGet(HttpClient& client, const std::string& url) {
   HttpRequest request;
   request.url = url;
   request.send_extra_headers = true;
   request.time_limit = std::chrono::milliseconds(20'000);
   std::string body(1 << 16, '\0');
   HttpResponse r = client.Perform(request, {{body.data(), body.size()}}, "s3://bucket/k", nullptr);
-  if (r.transport_error) return "error: " + r.transport_error->message();
   body.resize(r.body_bytes);
-  if (!r.error_body.empty()) body = r.error_body;
-  size_t at = body.find(" key ");
-  if (r.status != 200 || at == std::string::npos) return "HTTP " + std::to_string(r.status) + ": " + body;
-  return body.substr(at + 5);
+  SignedGetAnswer answer;
+  answer.status = r.status;
+  answer.body = r.error_body.empty() ? body : r.error_body;
+  answer.error = r.transport_error;
+  return answer;
+}
+
+std::string KeyThatSigned(HttpClient& client, const std::string& url) {
+  SignedGetAnswer a = SignedGet(client, url);
+  if (a.error) return "error: " + a.error->message();
+  size_t at = a.body.find(" key ");
+  if (a.status != 200 || at == std::string::npos) return "HTTP " + std::to_string(a.status) + ": " + a.body;
+  return a.body.substr(at + 5);
 }
 
 S3TestResponse S3Get(const std::string& url, const S3Endpoint& endpoint, const S3Credentials& credentials,

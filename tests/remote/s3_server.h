@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -108,6 +109,12 @@ class FakeMetadataServer {
 // unsets the web identity and container variables and AWS_EC2_METADATA_DISABLED.
 void UseMetadataCredentials(const FakeMetadataServer& server);
 
+// Starts a FakeMetadataServer (container token "container-auth-token") and a
+// SigV4Checker in derive mode (it names the key that signed), then
+// UseMetadataCredentials. A server that does not start fails the test.
+void StartCredentialServers(std::unique_ptr<FakeMetadataServer>* metadata,
+                            std::unique_ptr<SigV4Checker>* checker);
+
 struct S3TestResponse {
   long status = 0;
   std::string content_range;
@@ -124,9 +131,18 @@ void UseS3Keys(const char* key_id, const char* secret);
 // A transport failure fails the test.
 S3TestResponse HttpGetWith(const std::string& url, HttpSettings settings);
 
-// GETs `url` with `client` (extra headers sent) from a SigV4Checker in
-// derive mode and returns the key id it names in its "signature ok" answer,
-// else "HTTP N: BODY" or "error: MESSAGE".
+// One GET of `url` with `client` (extra headers sent, 20 s limit): the
+// status, the body (an error answer's body when there is one) and any
+// transport error.
+struct SignedGetAnswer {
+  long status = 0;
+  std::string body;
+  std::optional<Status> error;
+};
+SignedGetAnswer SignedGet(HttpClient& client, const std::string& url);
+
+// SignedGet from a SigV4Checker in derive mode: the key id it names in its
+// "signature ok" answer, else "HTTP N: BODY" or "error: MESSAGE".
 std::string KeyThatSigned(HttpClient& client, const std::string& url);
 
 // GETs `url` with HttpClient signed by ApplyS3Signing(endpoint, credentials);
